@@ -1,0 +1,66 @@
+"""Command line: generate with a target (and a draft) and print the text plus a P1..Pk table.
+
+    python -m llamaspec -m target.gguf -md draft.gguf -p "Once upon a time" -n 64
+    python -m llamaspec -m target.gguf --spec-type ngram -p "..."        # n-gram self-speculation
+    python -m llamaspec demo                                             # builds its own models
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Optional, Sequence
+
+from .generator import Generator
+
+
+def _add_generation_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-p", "--prompt", default="The quick brown fox jumps over the lazy dog. The quick brown")
+    parser.add_argument("-n", "--max-tokens", type=int, default=64)
+    parser.add_argument("--n-max", type=int, default=8, help="draft depth k")
+    parser.add_argument("--n-ctx", type=int, default=2048)
+    parser.add_argument("-t", "--threads", type=int, default=None)
+    parser.add_argument("--ignore-eos", action="store_true")
+    parser.add_argument("--json", help="also write the statistics to this JSON file")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's logs")
+
+
+def run_one(target: str, draft: Optional[str], spec_type: str, args: argparse.Namespace) -> dict:
+    with Generator(target, draft, n_max=args.n_max, spec_type=spec_type, n_ctx=args.n_ctx,
+                   n_threads=args.threads, verbose=args.verbose) as gen:
+        result = gen.generate(args.prompt, args.max_tokens, ignore_eos=args.ignore_eos)
+        print(f"=== {gen.spec_type} (n_max {gen.n_max}) target {target}" + (f", draft {draft}" if draft else ""))
+        print(args.prompt + result.text)
+        print(f"--- stop: {result.stop_reason}")
+        print(result.stats.table())
+        print()
+        return {"target": target, "draft": draft, "prompt": args.prompt, "text": result.text,
+                "tokens": result.tokens, "stop_reason": result.stop_reason, **result.stats.summary()}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "demo":
+        from .demo import main as demo_main
+        return demo_main(argv[1:])
+
+    parser = argparse.ArgumentParser(prog="python -m llamaspec", description=__doc__.splitlines()[0])
+    parser.add_argument("-m", "--target", required=True, help="target GGUF")
+    parser.add_argument("-md", "--draft", help="draft GGUF (DSpark/DFlash head or draft model)")
+    parser.add_argument("--spec-type", default="auto")
+    _add_generation_args(parser)
+    args = parser.parse_args(argv)
+    try:
+        record = run_one(args.target, args.draft, args.spec_type, args)
+    except (ValueError, RuntimeError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(record, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

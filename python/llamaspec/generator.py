@@ -1,0 +1,186 @@
+"""The Python API: a Generator owns a target (and optionally a draft) and runs speculative decoding."""
+
+from __future__ import annotations
+
+import codecs
+import os
+from dataclasses import dataclass
+from typing import Iterator, Optional, Sequence, Union
+
+from . import _core
+from .stats import SpecStats
+
+Model = _core.Model
+ModelLike = Union[str, "os.PathLike[str]", Model]
+
+
+def load_model(model: ModelLike, n_gpu_layers: int = -1) -> Model:
+    """A loaded model as it is, or load a GGUF path (ValueError if missing, not a GGUF or unloadable)."""
+    if isinstance(model, Model):
+        return model
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"expected a GGUF path or a llamaspec.Model, got {type(model).__name__}")
+    return Model(os.fspath(model), n_gpu_layers)
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """The output of :meth:`Generator.generate`."""
+
+    text: str
+    tokens: list
+    stop_reason: str  # "max_tokens", "eos" or "context"
+    stats: SpecStats
+
+
+@dataclass(frozen=True)
+class StreamChunk:
+    """One speculative round of :meth:`Generator.stream`: the text it added and its counts."""
+
+    text: str
+    tokens: list
+    drafted: int
+    accepted: int
+
+
+class Generator:
+    """Speculative decoding with llama.cpp, reporting positional acceptance for every round.
+
+    Args:
+        target: GGUF path or :class:`llamaspec.Model` of the target model.
+        draft: GGUF path or model of the drafter: a DSpark/DFlash head or a small draft model
+            with the target's vocabulary. ``None`` for n-gram self-speculation or plain decoding.
+        n_max: draft depth k (tokens proposed per round), 1..block size of a DSpark/DFlash head.
+        spec_type: ``"auto"`` (read from the draft's GGUF metadata; plain decoding without a
+            draft), ``"none"``, ``"draft-simple"``, ``"draft-dflash"``, ``"draft-dspark"``,
+            ``"ngram"`` (= ``"ngram-simple"``), ``"ngram-map-k"``, ``"ngram-map-k4v"``, ``"ngram-mod"``.
+        n_ctx: context size in tokens (prompt + generated).
+        n_threads: CPU threads (``None``: llama.cpp's default).
+        ngram_size_n: key length of the n-gram drafters.
+        verbose: show llama.cpp's informational logs.
+
+    Greedy decoding is lossless: the output equals the target decoding alone, token for token.
+    A Generator serves one thread at a time (a concurrent call raises RuntimeError); use one per thread.
+    """
+
+    def __init__(self, target: ModelLike, draft: Optional[ModelLike] = None, n_max: int = 8,
+                 spec_type: str = "auto", n_ctx: int = 4096, n_threads: Optional[int] = None,
+                 ngram_size_n: int = 3, verbose: bool = False) -> None:
+        for name, value in (("n_max", n_max), ("n_ctx", n_ctx), ("ngram_size_n", ngram_size_n)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if n_max < 1:
+            raise ValueError(f"n_max must be >= 1, got {n_max}")
+        if n_threads is not None and (not isinstance(n_threads, int) or n_threads < 1):
+            raise ValueError(f"n_threads must be a positive int or None, got {n_threads!r}")
+        if not isinstance(spec_type, str):
+            raise TypeError("spec_type must be a string")
+        _core.set_verbose(verbose)
+        self.target = load_model(target)
+        self.draft = None if draft is None else load_model(draft)
+        self._engine = _core.Engine(self.target, self.draft, spec_type, n_max, n_ctx, n_threads or 0, ngram_size_n)
+
+    # --- properties --------------------------------------------------------------------------
+    @property
+    def spec_type(self) -> str:
+        """The drafter in use, after resolving ``"auto"``."""
+        return self._engine.spec_type
+
+    @property
+    def n_max(self) -> int:
+        return self._engine.n_max
+
+    @property
+    def n_ctx(self) -> int:
+        return self._engine.n_ctx
+
+    # --- text <-> tokens -----------------------------------------------------------------------
+    def tokenize(self, text: str, add_special: bool = True) -> list:
+        if not isinstance(text, str):
+            raise TypeError(f"prompt must be a str or a list of token ids, got {type(text).__name__}")
+        return self.target.tokenize(text, add_special)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self.target.detokenize(list(tokens)).decode("utf-8", errors="replace")
+
+    def _prompt_tokens(self, prompt: Union[str, Sequence[int]], add_special: bool) -> list:
+        tokens = self.tokenize(prompt, add_special) if isinstance(prompt, str) else [int(t) for t in prompt]
+        if not tokens:
+            raise ValueError("the prompt is empty (no tokens)")
+        return tokens
+
+    @staticmethod
+    def _check_max_tokens(max_tokens: int) -> None:
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+
+    def _stats(self) -> SpecStats:
+        return SpecStats.from_log(self._engine.round_log(), self.n_max, self.spec_type,
+                                  self._engine.prefill_seconds)
+
+    # --- generation ----------------------------------------------------------------------------
+    def generate(self, prompt: Union[str, Sequence[int]], max_tokens: int = 128, *,
+                 ignore_eos: bool = False, add_special: bool = True) -> GenerationResult:
+        """Generate up to ``max_tokens`` tokens after ``prompt`` (text or token ids), greedily.
+
+        Stops at an end-of-generation token (kept as the last token, not in ``text``) unless
+        ``ignore_eos``, or when the context is full.
+        """
+        self._check_max_tokens(max_tokens)
+        self._engine.start(self._prompt_tokens(prompt, add_special))
+        tokens = self._engine.run(max_tokens, 0, ignore_eos)
+        return GenerationResult(text=self.detokenize(tokens), tokens=tokens,
+                                stop_reason=self._engine.stop_reason, stats=self._stats())
+
+    def stream(self, prompt: Union[str, Sequence[int]], max_tokens: int = 128, *,
+               ignore_eos: bool = False, add_special: bool = True) -> Iterator[StreamChunk]:
+        """Like :meth:`generate`, yielding one :class:`StreamChunk` per speculative round.
+
+        After the iterator is exhausted, :attr:`last_stats` holds the whole generation's statistics.
+        """
+        self._check_max_tokens(max_tokens)
+        self._engine.start(self._prompt_tokens(prompt, add_special))
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        n_rounds = 0
+        while True:
+            tokens = self._engine.run(max_tokens, 1, ignore_eos)
+            log = self._engine.round_log()
+            if len(log["drafted"]) > n_rounds:
+                text = decoder.decode(self.target.detokenize(tokens))
+                yield StreamChunk(text=text, tokens=tokens, drafted=log["drafted"][-1],
+                                  accepted=log["accepted"][-1])
+                n_rounds = len(log["drafted"])
+            if self._engine.stop_reason:
+                break
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            yield StreamChunk(text=tail, tokens=[], drafted=0, accepted=0)
+
+    @property
+    def last_stats(self) -> SpecStats:
+        """Statistics of the latest generation (also while streaming)."""
+        return self._stats()
+
+    @property
+    def last_stop_reason(self) -> str:
+        return self._engine.stop_reason
+
+    # --- lifetime ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Free the contexts now (the models are freed when no Generator uses them)."""
+        if not self._engine.closed:
+            self._engine.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._engine.closed
+
+    def __enter__(self) -> "Generator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"spec_type={self.spec_type!r}, n_max={self.n_max}, n_ctx={self.n_ctx}"
+        return f"Generator(target={self.target.path!r}, {state})"

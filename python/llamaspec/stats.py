@@ -1,0 +1,138 @@
+"""Statistics of a speculative generation: per-round arrays and positional acceptance P1..Pk."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SpecStats:
+    """Per-round record of one generation.
+
+    Round r drafted ``drafted[r]`` tokens, the target accepted the first ``accepted[r]`` of
+    them, and ``emitted[r]`` tokens were appended to the output (``accepted[r] + 1``: the
+    accepted drafts plus the target's own bonus token; fewer only at an end-of-generation token).
+    Position i (1-based) of round r was *drafted* when ``drafted[r] >= i`` and *accepted* when
+    ``accepted[r] >= i``; acceptance is a prefix, so ``P[i] = accepted at i / drafted at i``.
+    """
+
+    n_max: int
+    spec_type: str
+    drafted: np.ndarray
+    accepted: np.ndarray
+    emitted: np.ndarray
+    draft_seconds: np.ndarray
+    verify_seconds: np.ndarray
+    prefill_seconds: float = 0.0
+    _positions: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_positions", np.arange(1, max(self.n_max, 1) + 1))
+
+    @classmethod
+    def from_log(cls, log: Mapping[str, Sequence[float]], n_max: int, spec_type: str,
+                 prefill_seconds: float = 0.0) -> "SpecStats":
+        return cls(
+            n_max=n_max,
+            spec_type=spec_type,
+            drafted=np.asarray(log["drafted"], dtype=np.int32),
+            accepted=np.asarray(log["accepted"], dtype=np.int32),
+            emitted=np.asarray(log["emitted"], dtype=np.int32),
+            draft_seconds=np.asarray(log["draft_seconds"], dtype=np.float64),
+            verify_seconds=np.asarray(log["verify_seconds"], dtype=np.float64),
+            prefill_seconds=prefill_seconds,
+        )
+
+    # --- counts ---------------------------------------------------------------------------
+    @property
+    def rounds(self) -> int:
+        """Number of target verification passes."""
+        return int(self.drafted.size)
+
+    @property
+    def n_generated(self) -> int:
+        return int(self.emitted.sum())
+
+    @property
+    def n_drafted(self) -> int:
+        return int(self.drafted.sum())
+
+    @property
+    def n_accepted(self) -> int:
+        return int(self.accepted.sum())
+
+    @property
+    def drafted_at(self) -> np.ndarray:
+        """How many rounds drafted position i, for i = 1..n_max."""
+        return (self.drafted[:, None] >= self._positions[None, :]).sum(axis=0)
+
+    @property
+    def accepted_at(self) -> np.ndarray:
+        """How many rounds had position i accepted, for i = 1..n_max."""
+        return (self.accepted[:, None] >= self._positions[None, :]).sum(axis=0)
+
+    # --- rates ----------------------------------------------------------------------------
+    @property
+    def positional_acceptance(self) -> np.ndarray:
+        """P[i-1] = accepted at position i / drafted at position i (NaN where never drafted)."""
+        drafted = self.drafted_at
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(drafted > 0, self.accepted_at / np.maximum(drafted, 1), np.nan)
+
+    P = positional_acceptance
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted draft tokens / drafted tokens (NaN when nothing was drafted)."""
+        return self.n_accepted / self.n_drafted if self.n_drafted else float("nan")
+
+    @property
+    def mean_accepted(self) -> float:
+        """Mean accepted draft tokens per round."""
+        return float(self.accepted.mean()) if self.rounds else float("nan")
+
+    @property
+    def mean_accepted_length(self) -> float:
+        """Mean tokens produced per target pass (accepted drafts + bonus), often called tau."""
+        return float(self.emitted.mean()) if self.rounds else float("nan")
+
+    @property
+    def decode_seconds(self) -> float:
+        return float(self.draft_seconds.sum() + self.verify_seconds.sum())
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Generated tokens / decoding time (drafting + verification, prompt excluded)."""
+        seconds = self.decode_seconds
+        return self.n_generated / seconds if seconds > 0 else float("nan")
+
+    def summary(self) -> dict:
+        """JSON-ready digest."""
+        return {
+            "spec_type": self.spec_type,
+            "n_max": self.n_max,
+            "rounds": self.rounds,
+            "generated": self.n_generated,
+            "drafted": self.n_drafted,
+            "accepted": self.n_accepted,
+            "acceptance_rate": self.acceptance_rate,
+            "mean_accepted_length": self.mean_accepted_length,
+            "tokens_per_second": self.tokens_per_second,
+            "P": [None if np.isnan(p) else float(p) for p in self.positional_acceptance],
+        }
+
+    def table(self) -> str:
+        """P1..Pk as a small text table."""
+        lines = ["pos   drafted  accepted      P"]
+        for i, (d, a, p) in enumerate(zip(self.drafted_at, self.accepted_at, self.positional_acceptance), 1):
+            shown = "   -  " if np.isnan(p) else f"{p:6.3f}"
+            lines.append(f"P{i:<3d} {d:8d} {a:9d} {shown}")
+        lines.append(
+            f"rounds {self.rounds}, generated {self.n_generated}, drafted {self.n_drafted}, "
+            f"accepted {self.n_accepted} ({self.acceptance_rate:.1%}), "
+            f"tokens/round {self.mean_accepted_length:.2f}, {self.tokens_per_second:.1f} tok/s"
+        )
+        return "\n".join(lines)

@@ -1,0 +1,185 @@
+// Thin nanobind bindings: Model, Engine, GGUF inspection and log control.
+// The round loop runs in C++ with the GIL released; Python only orchestrates.
+#include "engine.h"
+#include "model.h"
+
+#include "log.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <atomic>
+#include <cstdio>
+#include <stdexcept>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using namespace llamaspec;
+
+namespace {
+
+std::atomic<int> g_log_level{GGML_LOG_LEVEL_ERROR};
+
+void log_filter(ggml_log_level level, const char * text, void * /*user_data*/) {
+    // CONT lines continue the previous message; keep them with errors only when verbose
+    const int threshold = g_log_level.load();
+    if (level == GGML_LOG_LEVEL_CONT ? threshold <= GGML_LOG_LEVEL_INFO : (int) level >= threshold) {
+        std::fputs(text, stderr);
+    }
+}
+
+void set_verbose(bool verbose) {
+    g_log_level = verbose ? GGML_LOG_LEVEL_INFO : GGML_LOG_LEVEL_ERROR;
+    common_log_set_verbosity_thold(verbose ? LOG_LEVEL_INFO : LOG_LEVEL_ERROR);
+}
+
+// One Engine serves one caller at a time; a second thread gets an error instead of a data race.
+class EngineHandle {
+public:
+    EngineHandle(ModelPtr target, ModelPtr draft, const EngineConfig & config)
+        : engine_(std::make_unique<Engine>(std::move(target), std::move(draft), config)) {}
+
+    template <typename F>
+    auto with_engine(F && f) {
+        if (!engine_) {
+            throw std::runtime_error("this Generator is closed");
+        }
+        bool expected = false;
+        if (!busy_.compare_exchange_strong(expected, true)) {
+            throw std::runtime_error("this Generator is already in use by another thread; "
+                                     "create one Generator per thread");
+        }
+        struct release {
+            std::atomic<bool> & flag;
+            ~release() { flag = false; }
+        } guard{busy_};
+        return f(*engine_);
+    }
+
+    void close() {
+        with_engine([](Engine &) { return 0; });  // refuses while another thread runs it
+        engine_.reset();
+    }
+    bool closed() const { return !engine_; }
+
+private:
+    std::unique_ptr<Engine> engine_;
+    std::atomic<bool> busy_{false};
+};
+
+nb::bytes to_bytes(const std::string & s) { return nb::bytes(s.data(), s.size()); }
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+    m.doc() = "llamaspec native core: llama.cpp speculative decoding with per-round statistics";
+
+    llama_backend_init();
+    llama_log_set(log_filter, nullptr);
+    set_verbose(false);
+
+    m.def("set_verbose", &set_verbose, "verbose"_a, "Show llama.cpp's informational logs (default: errors only).");
+    m.def("system_info", [] { return std::string(llama_print_system_info()); });
+
+    m.def("inspect_gguf", [](const std::string & path) {
+        const GgufInfo info = inspect_gguf(path);
+        nb::dict d;
+        d["path"] = info.path;
+        d["architecture"] = info.architecture;
+        d["n_tensors"] = info.n_tensors;
+        d["has_markov_head"] = info.has_markov_head;
+        d["has_confidence_head"] = info.has_confidence_head;
+        d["has_nextn"] = info.has_nextn;
+        return d;
+    }, "path"_a, "Read a GGUF header (no weights). Raises ValueError for a missing, unreadable or non-GGUF file.");
+
+    nb::class_<Model>(m, "Model")
+        .def(nb::new_([](const std::string & path, int n_gpu_layers) {
+                 nb::gil_scoped_release release;
+                 return std::make_shared<Model>(path, n_gpu_layers);
+             }), "path"_a, "n_gpu_layers"_a = -1)
+        .def_prop_ro("path", &Model::path)
+        .def_prop_ro("architecture", &Model::architecture)
+        .def_prop_ro("n_vocab", &Model::n_vocab)
+        .def_prop_ro("n_layer", &Model::n_layer)
+        .def_prop_ro("n_embd", &Model::n_embd)
+        .def_prop_ro("n_ctx_train", &Model::n_ctx_train)
+        .def_prop_ro("is_draft_head", &Model::is_dflash_head)
+        .def_prop_ro("has_markov_head", [](const Model & model) { return model.info().has_markov_head; })
+        .def_prop_ro("has_confidence_head", [](const Model & model) { return model.info().has_confidence_head; })
+        .def("meta", &Model::meta, "key"_a, "default"_a = "")
+        .def("tokenize", &Model::tokenize, "text"_a, "add_special"_a = true)
+        .def("token_to_piece", [](const Model & model, int token) {
+            if (token < 0 || token >= model.n_vocab()) {
+                throw std::out_of_range("token id outside the vocabulary");
+            }
+            return to_bytes(model.token_to_piece(token));
+        }, "token"_a)
+        .def("detokenize", [](const Model & model, const std::vector<llama_token> & tokens) {
+            std::string text;
+            for (llama_token t : tokens) {
+                if (t < 0 || t >= model.n_vocab()) {
+                    throw std::out_of_range("token id outside the vocabulary");
+                }
+                text += model.token_to_piece(t);
+            }
+            return to_bytes(text);
+        }, "tokens"_a)
+        .def("is_eog", &Model::is_eog, "token"_a);
+
+    nb::class_<EngineHandle>(m, "Engine")
+        .def("__init__", [](EngineHandle * self, ModelPtr target, ModelPtr draft, const std::string & spec_type,
+                            int n_max, int n_ctx, int n_threads, int ngram_size_n) {
+                 EngineConfig config;
+                 config.spec_type = spec_type;
+                 config.n_max = n_max;
+                 config.n_ctx = n_ctx;
+                 config.n_threads = n_threads;
+                 config.ngram_size_n = ngram_size_n;
+                 nb::gil_scoped_release release;
+                 new (self) EngineHandle(std::move(target), std::move(draft), config);
+             },
+             "target"_a, "draft"_a.none(), "spec_type"_a = "auto", "n_max"_a = 8, "n_ctx"_a = 4096,
+             "n_threads"_a = 0, "ngram_size_n"_a = 3)
+        .def_prop_ro("spec_type", [](EngineHandle & h) {
+            return h.with_engine([](Engine & e) { return common_speculative_type_to_str(e.spec_type()); });
+        })
+        .def_prop_ro("n_max", [](EngineHandle & h) { return h.with_engine([](Engine & e) { return e.n_max(); }); })
+        .def_prop_ro("n_ctx", [](EngineHandle & h) { return h.with_engine([](Engine & e) { return e.n_ctx(); }); })
+        .def_prop_ro("closed", &EngineHandle::closed)
+        .def("start", [](EngineHandle & h, const std::vector<llama_token> & prompt) {
+            h.with_engine([&](Engine & e) {
+                nb::gil_scoped_release release;
+                e.start(prompt);
+                return 0;
+            });
+        }, "prompt"_a, "Reset the contexts and decode the prompt tokens.")
+        .def("run", [](EngineHandle & h, int max_new_tokens, int max_rounds, bool ignore_eos) {
+            return h.with_engine([&](Engine & e) {
+                nb::gil_scoped_release release;
+                return e.run(max_new_tokens, max_rounds, ignore_eos);
+            });
+        }, "max_new_tokens"_a, "max_rounds"_a = 0, "ignore_eos"_a = false,
+           "Run speculative rounds; returns the tokens generated by this call.")
+        .def_prop_ro("stop_reason", [](EngineHandle & h) {
+            return h.with_engine([](Engine & e) { return std::string(stop_reason_name(e.stop_reason())); });
+        })
+        .def_prop_ro("prefill_seconds", [](EngineHandle & h) {
+            return h.with_engine([](Engine & e) { return e.prefill_seconds(); });
+        })
+        .def("round_log", [](EngineHandle & h) {
+            return h.with_engine([](Engine & e) {
+                const RoundLog & log = e.rounds();
+                nb::dict d;
+                d["drafted"] = log.drafted;
+                d["accepted"] = log.accepted;
+                d["emitted"] = log.emitted;
+                d["draft_seconds"] = log.draft_seconds;
+                d["verify_seconds"] = log.verify_seconds;
+                return d;
+            });
+        }, "Per-round statistics of the current generation (lists, converted to numpy by the Python layer).")
+        .def("close", &EngineHandle::close, "Free the contexts; later calls raise RuntimeError.");
+}

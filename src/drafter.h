@@ -1,0 +1,62 @@
+// Drafting: every drafter (DSpark, DFlash, draft model, n-gram) behind one interface,
+// driven through llama.cpp's common_speculative exactly as its own tools drive it.
+#pragma once
+
+#include "model.h"
+
+#include "common.h"
+#include "speculative.h"
+
+#include <string>
+
+namespace llamaspec {
+
+// The speculative part of llama.cpp's parameters for one drafter type and depth.
+common_params_speculative make_speculative_params(common_speculative_type type, int32_t n_max,
+                                                  int32_t ngram_size_n, const Model * draft);
+
+// Resolves "auto" from the draft's GGUF metadata and checks that the combination can work
+// (draft present when needed, target/draft pairing, n_max within the head's block size).
+// Returns the llama.cpp type; throws std::invalid_argument otherwise.
+common_speculative_type resolve_spec_type(const std::string & name, const Model & target, const Model * draft);
+
+// Largest n_max the drafter supports (the trained block size of a DFlash/DSpark head).
+int32_t max_draft_depth(common_speculative_type type, const Model * draft);
+
+class Drafter {
+public:
+    // ctx_tgt must outlive the drafter. `draft` may be null for self-speculation / none.
+    // `base` holds the target's parameters (with .speculative filled by make_speculative_params);
+    // the draft context derives from it as in llama.cpp's own tools.
+    Drafter(const common_params & base, const ModelPtr & target, llama_context * ctx_tgt, const ModelPtr & draft);
+
+    common_speculative_type type() const { return type_; }
+    bool active() const { return type_ != COMMON_SPECULATIVE_TYPE_NONE; }
+    int32_t n_max() const { return n_max_; }
+
+    // Start a new generation: fresh drafter state, empty draft KV cache.
+    void begin(const llama_tokens & prompt_history);
+
+    // Feed a batch that the target just decoded (the drafter may read the target's hidden states).
+    void process(const common_batch & batch);
+
+    // Propose at most n_max tokens to follow id_last, which sits at position pos0.
+    void draft(llama_pos pos0, llama_token id_last, const llama_tokens & history, int32_t n_max,
+               llama_tokens & out);
+
+    // The target accepted n_accepted drafted tokens; the draft KV cache keeps positions < n_past.
+    void accept(int32_t n_accepted, llama_pos n_past);
+
+private:
+    common_speculative_type type_;
+    ModelPtr target_;
+    ModelPtr draft_model_;
+    llama_context * ctx_tgt_;
+    common_params_speculative params_;
+    int32_t n_max_ = 0;
+    // declared before spec_: the speculative state refers to the draft context and goes first
+    llama_context_ptr ctx_dft_;
+    common_speculative_ptr spec_;
+};
+
+}  // namespace llamaspec

@@ -1,0 +1,212 @@
+#include "engine.h"
+
+#include "ggml.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace llamaspec {
+
+const char * stop_reason_name(StopReason reason) {
+    switch (reason) {
+        case StopReason::MaxTokens: return "max_tokens";
+        case StopReason::EndOfGeneration: return "eos";
+        case StopReason::ContextFull: return "context";
+        case StopReason::None: break;
+    }
+    return "";
+}
+
+namespace {
+
+double seconds_since(int64_t t0_us) { return (ggml_time_us() - t0_us) * 1e-6; }
+
+}  // namespace
+
+Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
+    : target_(std::move(target)), draft_(std::move(draft)) {
+    if (!target_) {
+        throw std::invalid_argument("a target model is required");
+    }
+    const common_speculative_type type = resolve_spec_type(config.spec_type, *target_, draft_.get());
+    const bool speculative = type != COMMON_SPECULATIVE_TYPE_NONE;
+
+    const int32_t depth_limit = max_draft_depth(type, draft_.get());
+    if (config.n_max < 1 || config.n_max > depth_limit) {
+        throw std::invalid_argument("n_max must be in 1.." + std::to_string(depth_limit) + " for spec_type '" +
+                                    common_speculative_type_to_str(type) + "', got " + std::to_string(config.n_max));
+    }
+    if (config.n_ctx < config.n_max + 8) {
+        throw std::invalid_argument("n_ctx must be at least n_max + 8, got " + std::to_string(config.n_ctx));
+    }
+    if (config.ngram_size_n < 1 || config.ngram_size_n > 64) {
+        throw std::invalid_argument("ngram_size_n must be in 1..64");
+    }
+
+    base_.model.path = target_->path();
+    base_.n_ctx = config.n_ctx;
+    base_.n_batch = config.n_ctx;  // the whole prompt goes to the target in one call
+    base_.n_ubatch = std::min(512, config.n_ctx);
+    base_.n_parallel = 1;
+    const int32_t n_threads = config.n_threads > 0 ? config.n_threads : common_cpu_get_num_math();
+    base_.cpuparams.n_threads = n_threads;
+    base_.cpuparams_batch.n_threads = n_threads;
+    base_.speculative = make_speculative_params(type, config.n_max, config.ngram_size_n, draft_.get());
+    base_.speculative.draft.cpuparams.n_threads = n_threads;
+    base_.speculative.draft.cpuparams_batch.n_threads = n_threads;
+
+    // the verification batch outputs logits at id_last and every drafted position
+    const auto limits = common_speculative_get_output_limits(base_.n_batch, 1, speculative ? config.n_max : 0);
+    base_.n_outputs_max = limits.total;
+    base_.n_outputs_max_per_seq = limits.per_seq;
+
+    ctx_tgt_.reset(llama_init_from_model(target_->get(), common_context_params_to_llama(base_)));
+    if (!ctx_tgt_) {
+        throw std::runtime_error("could not create the target context (n_ctx " + std::to_string(config.n_ctx) + ")");
+    }
+    drafter_ = std::make_unique<Drafter>(base_, target_, ctx_tgt_.get(), draft_);
+    batch_ = common_batch(ctx_tgt_.get());
+}
+
+void Engine::start(const std::vector<llama_token> & prompt) {
+    if (prompt.empty()) {
+        throw std::invalid_argument("the prompt is empty (no tokens)");
+    }
+    if ((int32_t) prompt.size() >= n_ctx()) {
+        throw std::invalid_argument("the prompt has " + std::to_string(prompt.size()) +
+                                    " tokens, which does not fit the context of " + std::to_string(n_ctx()) +
+                                    " tokens (leave room for at least one generated token)");
+    }
+    const int32_t n_vocab = target_->n_vocab();
+    for (llama_token t : prompt) {
+        if (t < 0 || t >= n_vocab) {
+            throw std::invalid_argument("prompt token " + std::to_string(t) + " is outside the vocabulary");
+        }
+    }
+
+    const int64_t t0 = ggml_time_us();
+    llama_memory_clear(llama_get_memory(ctx_tgt_.get()), true);
+    generated_.clear();
+    rounds_.clear();
+    stop_reason_ = StopReason::None;
+
+    history_.assign(prompt.begin(), prompt.end() - 1);
+    history_.reserve(n_ctx());
+    id_last_ = prompt.back();
+    n_past_ = (llama_pos) history_.size();
+
+    drafter_->begin(history_);
+    if (!history_.empty()) {
+        batch_.clear();
+        for (size_t i = 0; i < history_.size(); ++i) {
+            batch_.add(history_[i], (llama_pos) i, 0, false);
+        }
+        if (llama_process(ctx_tgt_.get(), LLAMA_PROCESS_TYPE_DECODE, batch_.get()) != 0) {
+            throw std::runtime_error("the target failed to decode the prompt");
+        }
+        drafter_->process(batch_);
+    }
+    started_ = true;
+    prefill_us_ = ggml_time_us() - t0;
+}
+
+std::vector<llama_token> Engine::run(int32_t max_new_tokens, int32_t max_rounds, bool ignore_eos) {
+    if (!started_) {
+        throw std::runtime_error("start() must be called before run()");
+    }
+    const size_t first = generated_.size();
+    for (int32_t r = 0; max_rounds <= 0 || r < max_rounds; ++r) {
+        const int32_t budget = max_new_tokens - (int32_t) generated_.size();
+        if (budget <= 0) {
+            stop_reason_ = StopReason::MaxTokens;
+            break;
+        }
+        if (!round(budget, ignore_eos)) {
+            break;
+        }
+    }
+    if (stop_reason_ == StopReason::None && (int32_t) generated_.size() >= max_new_tokens) {
+        stop_reason_ = StopReason::MaxTokens;
+    }
+    if (stop_reason_ != StopReason::None) {
+        started_ = false;
+    }
+    return std::vector<llama_token>(generated_.begin() + first, generated_.end());
+}
+
+llama_token Engine::argmax_at(int32_t batch_index) const {
+    const float * logits = llama_get_logits_ith(ctx_tgt_.get(), batch_index);
+    if (logits == nullptr) {
+        throw std::runtime_error("the target produced no logits at batch index " + std::to_string(batch_index));
+    }
+    const int32_t n_vocab = target_->n_vocab();
+    return (llama_token) (std::max_element(logits, logits + n_vocab) - logits);
+}
+
+bool Engine::round(int32_t budget, bool ignore_eos) {
+    // id_last goes to position n_past; every draft token needs one more position
+    const int32_t room = n_ctx() - n_past_;
+    if (room <= 0) {
+        stop_reason_ = StopReason::ContextFull;
+        return false;
+    }
+    // never draft past the token budget: a round yields at most n_draft + 1 tokens
+    const int32_t n_draft_max = std::max(0, std::min({drafter_->n_max(), room - 1, budget - 1}));
+
+    const int64_t t_draft = ggml_time_us();
+    drafter_->draft(n_past_, id_last_, history_, n_draft_max, draft_tokens_);
+    const double draft_s = seconds_since(t_draft);
+
+    const int64_t t_verify = ggml_time_us();
+    batch_.clear();
+    batch_.add(id_last_, n_past_, 0, true);
+    for (size_t i = 0; i < draft_tokens_.size(); ++i) {
+        batch_.add(draft_tokens_[i], n_past_ + 1 + (llama_pos) i, 0, true);
+    }
+    if (llama_process(ctx_tgt_.get(), LLAMA_PROCESS_TYPE_DECODE, batch_.get()) != 0) {
+        throw std::runtime_error("the target failed to decode the verification batch");
+    }
+    drafter_->process(batch_);
+
+    // greedy verification: the target's choice after each prefix; stop at the first disagreement
+    int32_t n_accepted = 0;
+    std::vector<llama_token> accepted;
+    accepted.reserve(draft_tokens_.size() + 1);
+    for (size_t i = 0; i <= draft_tokens_.size(); ++i) {
+        const llama_token choice = argmax_at((int32_t) i);
+        accepted.push_back(choice);
+        if (i == draft_tokens_.size() || choice != draft_tokens_[i]) {
+            break;
+        }
+        ++n_accepted;
+    }
+
+    // keep id_last and the accepted draft tokens in the KV cache, drop the rejected tail
+    history_.push_back(id_last_);
+    history_.insert(history_.end(), accepted.begin(), accepted.end() - 1);
+    n_past_ += 1 + n_accepted;
+    llama_memory_seq_rm(llama_get_memory(ctx_tgt_.get()), 0, n_past_, -1);
+    drafter_->accept(n_accepted, n_past_);
+    id_last_ = accepted.back();
+    const double verify_s = seconds_since(t_verify);
+
+    int32_t n_emitted = 0;
+    bool hit_eog = false;
+    for (llama_token t : accepted) {
+        generated_.push_back(t);
+        ++n_emitted;
+        if (!ignore_eos && target_->is_eog(t)) {
+            hit_eog = true;
+            break;
+        }
+    }
+    rounds_.add((int32_t) draft_tokens_.size(), n_accepted, n_emitted, draft_s, verify_s);
+
+    if (hit_eog) {
+        stop_reason_ = StopReason::EndOfGeneration;
+        return false;
+    }
+    return true;
+}
+
+}  // namespace llamaspec

@@ -1,0 +1,74 @@
+// Verification: the target context and the speculative round loop
+// (draft -> one batched target decode -> accept longest greedy prefix -> roll back -> bonus token).
+#pragma once
+
+#include "drafter.h"
+#include "model.h"
+#include "stats.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llamaspec {
+
+struct EngineConfig {
+    std::string spec_type = "auto";
+    int32_t n_max = 8;
+    int32_t n_ctx = 4096;
+    int32_t n_threads = 0;  // 0: llama.cpp's default
+    int32_t ngram_size_n = 3;
+};
+
+enum class StopReason { None, MaxTokens, EndOfGeneration, ContextFull };
+const char * stop_reason_name(StopReason reason);
+
+class Engine {
+public:
+    Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config);
+
+    const Model & target() const { return *target_; }
+    common_speculative_type spec_type() const { return drafter_->type(); }
+    int32_t n_max() const { return drafter_->n_max(); }
+    int32_t n_ctx() const { return (int32_t) llama_n_ctx(ctx_tgt_.get()); }
+
+    // Reset both contexts and decode the prompt (all but its last token) into the target.
+    void start(const std::vector<llama_token> & prompt);
+
+    // Run rounds until max_new_tokens were generated in total, an end-of-generation token
+    // (unless ignore_eos), the context is full, or max_rounds rounds ran (0 = no limit).
+    // Returns the tokens this call generated.
+    std::vector<llama_token> run(int32_t max_new_tokens, int32_t max_rounds, bool ignore_eos);
+
+    StopReason stop_reason() const { return stop_reason_; }
+    const std::vector<llama_token> & generated() const { return generated_; }
+    const RoundLog & rounds() const { return rounds_; }
+    double prefill_seconds() const { return prefill_us_ * 1e-6; }
+
+private:
+    // one speculative round; appends to generated_ and rounds_, returns false when generation must stop
+    bool round(int32_t budget, bool ignore_eos);
+    llama_token argmax_at(int32_t batch_index) const;
+
+    ModelPtr target_;
+    ModelPtr draft_;
+    common_params base_;
+    // declaration order is destruction order reversed: the drafter refers to the target context
+    llama_context_ptr ctx_tgt_;
+    std::unique_ptr<Drafter> drafter_;
+    common_batch batch_;
+
+    std::vector<llama_token> history_;  // tokens already in the target KV cache
+    llama_token id_last_ = LLAMA_TOKEN_NULL;
+    llama_pos n_past_ = 0;
+    bool started_ = false;
+
+    std::vector<llama_token> generated_;
+    llama_tokens draft_tokens_;
+    RoundLog rounds_;
+    StopReason stop_reason_ = StopReason::None;
+    int64_t prefill_us_ = 0;
+};
+
+}  // namespace llamaspec

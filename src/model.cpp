@@ -1,0 +1,139 @@
+#include "model.h"
+
+#include "gguf.h"
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <sys/stat.h>
+
+namespace llamaspec {
+
+namespace {
+
+struct gguf_deleter {
+    void operator()(gguf_context * ctx) const { gguf_free(ctx); }
+};
+
+std::string read_magic(const std::string & path) {
+    std::FILE * f = std::fopen(path.c_str(), "rb");
+    if (!f) {
+        throw std::invalid_argument("cannot open '" + path + "': " + std::strerror(errno));
+    }
+    char magic[4] = {};
+    const size_t n = std::fread(magic, 1, sizeof(magic), f);
+    std::fclose(f);
+    return std::string(magic, n);
+}
+
+}  // namespace
+
+GgufInfo inspect_gguf(const std::string & path) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) {
+        throw std::invalid_argument("model file not found: '" + path + "'");
+    }
+    if (!S_ISREG(st.st_mode)) {
+        throw std::invalid_argument("not a regular file: '" + path + "'");
+    }
+    if (read_magic(path) != "GGUF") {
+        throw std::invalid_argument("not a GGUF file (bad magic): '" + path + "'");
+    }
+
+    gguf_init_params params = { /*no_alloc =*/ true, /*ctx =*/ nullptr };
+    std::unique_ptr<gguf_context, gguf_deleter> ctx(gguf_init_from_file(path.c_str(), params));
+    if (!ctx) {
+        throw std::invalid_argument("corrupt or truncated GGUF header: '" + path + "'");
+    }
+
+    GgufInfo info;
+    info.path = path;
+    const int64_t arch_id = gguf_find_key(ctx.get(), "general.architecture");
+    if (arch_id < 0 || gguf_get_kv_type(ctx.get(), arch_id) != GGUF_TYPE_STRING) {
+        throw std::invalid_argument("GGUF has no general.architecture: '" + path + "'");
+    }
+    info.architecture = gguf_get_val_str(ctx.get(), arch_id);
+    info.n_tensors = gguf_get_n_tensors(ctx.get());
+    info.has_markov_head = gguf_find_tensor(ctx.get(), "markov_w1.weight") >= 0;
+    info.has_confidence_head = gguf_find_tensor(ctx.get(), "conf_proj.weight") >= 0;
+
+    const int64_t blocks_id = gguf_find_key(ctx.get(), (info.architecture + ".block_count").c_str());
+    if (blocks_id >= 0 && gguf_get_kv_type(ctx.get(), blocks_id) == GGUF_TYPE_UINT32) {
+        const uint32_t n_blocks = gguf_get_val_u32(ctx.get(), blocks_id);
+        const std::string nextn = "blk." + std::to_string(n_blocks - 1) + ".nextn.eh_proj.weight";
+        info.has_nextn = n_blocks > 0 && gguf_find_tensor(ctx.get(), nextn.c_str()) >= 0;
+    }
+    return info;
+}
+
+Model::Model(const std::string & path, int n_gpu_layers) : info_(inspect_gguf(path)) {
+    llama_model_params params = llama_model_default_params();
+    params.n_gpu_layers = n_gpu_layers;
+    model_.reset(llama_model_load_from_file(path.c_str(), params));
+    if (!model_) {
+        throw std::invalid_argument("llama.cpp could not load '" + path + "' (architecture '" +
+                                    info_.architecture + "'): unsupported, truncated or inconsistent model");
+    }
+}
+
+std::string Model::meta(const std::string & key, const std::string & fallback) const {
+    char buf[256] = {};
+    if (llama_model_meta_val_str(model_.get(), key.c_str(), buf, sizeof(buf)) < 0) {
+        return fallback;
+    }
+    return buf;
+}
+
+std::vector<llama_token> Model::tokenize(const std::string & text, bool add_special) const {
+    // a first call with a small buffer returns the negated count needed
+    std::vector<llama_token> tokens(text.size() + 8);
+    int32_t n = llama_tokenize(vocab(), text.data(), (int32_t) text.size(), tokens.data(),
+                               (int32_t) tokens.size(), add_special, /*parse_special=*/ true);
+    if (n < 0) {
+        tokens.resize(-n);
+        n = llama_tokenize(vocab(), text.data(), (int32_t) text.size(), tokens.data(),
+                           (int32_t) tokens.size(), add_special, true);
+    }
+    if (n < 0) {
+        throw std::runtime_error("tokenization failed");
+    }
+    tokens.resize(n);
+    return tokens;
+}
+
+std::string Model::token_to_piece(llama_token token) const {
+    char buf[128];
+    int32_t n = llama_token_to_piece(vocab(), token, buf, sizeof(buf), 0, /*special=*/ false);
+    if (n >= 0) {
+        return std::string(buf, n);
+    }
+    std::string big(-n, '\0');
+    n = llama_token_to_piece(vocab(), token, big.data(), (int32_t) big.size(), 0, false);
+    big.resize(n > 0 ? n : 0);
+    return big;
+}
+
+void check_same_vocab(const Model & target, const Model & draft) {
+    const llama_vocab * vt = target.vocab();
+    const llama_vocab * vd = draft.vocab();
+    const std::string where = " (target '" + target.path() + "', draft '" + draft.path() + "')";
+
+    if (llama_vocab_type(vt) != llama_vocab_type(vd)) {
+        throw std::invalid_argument("draft and target use different tokenizer types" + where);
+    }
+    if (target.n_vocab() != draft.n_vocab()) {
+        throw std::invalid_argument("draft vocabulary has " + std::to_string(draft.n_vocab()) +
+                                    " tokens, target has " + std::to_string(target.n_vocab()) + where);
+    }
+    if (llama_vocab_bos(vt) != llama_vocab_bos(vd) || llama_vocab_eos(vt) != llama_vocab_eos(vd) ||
+        llama_vocab_get_add_bos(vt) != llama_vocab_get_add_bos(vd)) {
+        throw std::invalid_argument("draft and target differ in BOS/EOS tokens" + where);
+    }
+    for (int32_t i = 0; i < target.n_vocab(); ++i) {
+        if (std::strcmp(llama_vocab_get_text(vt, i), llama_vocab_get_text(vd, i)) != 0) {
+            throw std::invalid_argument("draft and target vocabularies differ at token " + std::to_string(i) + where);
+        }
+    }
+}
+
+}  // namespace llamaspec

@@ -1,0 +1,62 @@
+// Model ownership: one loaded GGUF, shared by every context built on it.
+#pragma once
+
+#include "llama-cpp.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llamaspec {
+
+// What a GGUF header says, read without loading any weights.
+struct GgufInfo {
+    std::string path;
+    std::string architecture;
+    int64_t n_tensors = 0;
+    bool has_markov_head = false;      // DSpark's markov_w1: tells draft-dspark from draft-dflash
+    bool has_confidence_head = false;  // DSpark's conf_proj
+    bool has_nextn = false;            // an MTP head on the last block
+};
+
+// Reads the GGUF header. Throws std::invalid_argument with a clear message for a missing,
+// unreadable or non-GGUF file.
+GgufInfo inspect_gguf(const std::string & path);
+
+// A loaded llama.cpp model (weights + vocabulary). Immutable after load, so one Model may
+// back several contexts, also from several threads.
+class Model {
+public:
+    explicit Model(const std::string & path, int n_gpu_layers = -1);
+
+    llama_model * get() const { return model_.get(); }
+    const llama_vocab * vocab() const { return llama_model_get_vocab(model_.get()); }
+    const GgufInfo & info() const { return info_; }
+    const std::string & path() const { return info_.path; }
+    const std::string & architecture() const { return info_.architecture; }
+    bool is_dflash_head() const { return info_.architecture == "dflash"; }
+
+    int32_t n_vocab() const { return llama_vocab_n_tokens(vocab()); }
+    int32_t n_layer() const { return llama_model_n_layer(model_.get()); }
+    int32_t n_embd() const { return llama_model_n_embd(model_.get()); }
+    int32_t n_ctx_train() const { return llama_model_n_ctx_train(model_.get()); }
+
+    // string metadata value, or `fallback` when the key is absent
+    std::string meta(const std::string & key, const std::string & fallback = "") const;
+
+    std::vector<llama_token> tokenize(const std::string & text, bool add_special) const;
+    std::string token_to_piece(llama_token token) const;
+    bool is_eog(llama_token token) const { return llama_vocab_is_eog(vocab(), token); }
+
+private:
+    GgufInfo info_;
+    llama_model_ptr model_;
+};
+
+using ModelPtr = std::shared_ptr<Model>;
+
+// Throws std::invalid_argument when the draft cannot speak the target's vocabulary:
+// a different size, a differing token text, or different BOS/EOS handling.
+void check_same_vocab(const Model & target, const Model & draft);
+
+}  // namespace llamaspec

@@ -10,6 +10,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <stdexcept>
@@ -94,6 +95,31 @@ NB_MODULE(_core, m) {
         d["has_nextn"] = info.has_nextn;
         return d;
     }, "path"_a, "Read a GGUF header (no weights). Raises ValueError for a missing, unreadable or non-GGUF file.");
+
+    m.def("quantize", [](const std::string & src, const std::string & dst, const std::string & type, int n_threads) {
+        static const std::pair<const char *, llama_ftype> types[] = {
+            {"Q2_K", LLAMA_FTYPE_MOSTLY_Q2_K}, {"Q3_K_S", LLAMA_FTYPE_MOSTLY_Q3_K_S},
+            {"Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"Q8_0", LLAMA_FTYPE_MOSTLY_Q8_0}};
+        const auto * found = std::find_if(std::begin(types), std::end(types),
+                                          [&](const auto & t) { return type == t.first; });
+        if (found == std::end(types)) {
+            throw std::invalid_argument("quantization type must be one of Q2_K, Q3_K_S, Q4_K_M, Q8_0");
+        }
+        inspect_gguf(src);  // clear errors for a missing or non-GGUF input
+        llama_model_quantize_params params = llama_model_quantize_default_params();
+        params.ftype = found->second;
+        params.allow_requantize = true;
+        params.nthread = n_threads;
+        uint32_t rc;
+        {
+            nb::gil_scoped_release release;
+            rc = llama_model_quantize(src.c_str(), dst.c_str(), &params);
+        }
+        if (rc != 0) {
+            throw std::runtime_error("quantizing '" + src + "' failed");
+        }
+    }, "src"_a, "dst"_a, "type"_a = "Q2_K", "n_threads"_a = 0,
+       "Requantize a GGUF (as llama-quantize --allow-requantize), e.g. to make a weaker draft of a model.");
 
     nb::class_<Model>(m, "Model")
         .def(nb::new_([](const std::string & path, int n_gpu_layers) {

@@ -82,6 +82,20 @@ common_speculative_type resolve_spec_type(const std::string & name, const Model 
             throw std::invalid_argument("'" + draft->path() + "' has no DSpark Markov head (markov_w1): "
                                         "use spec_type 'draft-dflash'");
         }
+        // llama.cpp asserts on each of these inside the graph: check them while we still can raise
+        if (draft->n_embd() != target.n_embd()) {
+            throw std::invalid_argument("draft head hidden size " + std::to_string(draft->n_embd()) +
+                                        " differs from the target's " + std::to_string(target.n_embd()) +
+                                        ": the head was made for another target");
+        }
+        const llama_token mask = llama_vocab_mask(draft->vocab());
+        if (mask < 0 || mask >= draft->n_vocab()) {
+            throw std::invalid_argument("draft head '" + draft->path() + "' has no valid mask token "
+                                        "(tokenizer.ggml.mask_token_id)");
+        }
+        if (type == COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK && draft->meta("dflash.block_size").empty()) {
+            throw std::invalid_argument("DSpark head '" + draft->path() + "' has no dflash.block_size");
+        }
         const int32_t * layers = llama_model_target_layer_ids(draft->get());
         const uint32_t n_layers = llama_model_target_layer_ids_n(draft->get());
         if (n_layers == 0) {

@@ -64,6 +64,7 @@ Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
     if (!ctx_tgt_) {
         throw std::runtime_error("could not create the target context (n_ctx " + std::to_string(config.n_ctx) + ")");
     }
+    n_ctx_ = std::min<int32_t>(config.n_ctx, (int32_t) llama_n_ctx(ctx_tgt_.get()));
     drafter_ = std::make_unique<Drafter>(base_, target_, ctx_tgt_.get(), draft_);
     batch_ = common_batch(ctx_tgt_.get());
 }
@@ -96,9 +97,12 @@ void Engine::start(const std::vector<llama_token> & prompt) {
     n_past_ = (llama_pos) history_.size();
 
     drafter_->begin(history_);
-    if (!history_.empty()) {
+    // llama.cpp may round the context up past n_batch: feed the prompt in n_batch chunks
+    const size_t n_batch = llama_n_batch(ctx_tgt_.get());
+    for (size_t begin = 0; begin < history_.size(); begin += n_batch) {
+        const size_t end = std::min(history_.size(), begin + n_batch);
         batch_.clear();
-        for (size_t i = 0; i < history_.size(); ++i) {
+        for (size_t i = begin; i < end; ++i) {
             batch_.add(history_[i], (llama_pos) i, 0, false);
         }
         if (llama_process(ctx_tgt_.get(), LLAMA_PROCESS_TYPE_DECODE, batch_.get()) != 0) {

@@ -31,7 +31,8 @@ public:
     const Model & target() const { return *target_; }
     common_speculative_type spec_type() const { return drafter_->type(); }
     int32_t n_max() const { return drafter_->n_max(); }
-    int32_t n_ctx() const { return (int32_t) llama_n_ctx(ctx_tgt_.get()); }
+    // the context size asked for (llama.cpp pads its cache to a multiple of 256; we keep to this)
+    int32_t n_ctx() const { return n_ctx_; }
 
     // Reset both contexts and decode the prompt (all but its last token) into the target.
     void start(const std::vector<llama_token> & prompt);
@@ -62,6 +63,7 @@ private:
     std::vector<llama_token> history_;  // tokens already in the target KV cache
     llama_token id_last_ = LLAMA_TOKEN_NULL;
     llama_pos n_past_ = 0;
+    int32_t n_ctx_ = 0;
     bool started_ = false;
 
     std::vector<llama_token> generated_;

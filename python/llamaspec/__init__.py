@@ -12,7 +12,8 @@ from .stats import SpecStats
 
 inspect_gguf = _core.inspect_gguf
 set_verbose = _core.set_verbose
+quantize = _core.quantize
 
 __all__ = ["Generator", "GenerationResult", "StreamChunk", "SpecStats", "Model", "load_model",
-           "inspect_gguf", "set_verbose"]
+           "inspect_gguf", "set_verbose", "quantize"]
 __version__ = "0.1.0"

@@ -48,7 +48,7 @@ seed and the same ``n_layer`` gives an identical model (100% acceptance). A diff
 gives an unrelated model (acceptance ~0). DFlash/DSpark heads have random weights, so their
 acceptance is ~0 -- they are for "loads and runs" tests, not for speedups.
 
-CLI: ``python tests/tiny_models.py OUTDIR`` writes target.gguf, draft_simple.gguf,
+CLI: ``python -m llamaspec.tiny_models OUTDIR`` writes target.gguf, draft_simple.gguf,
 dflash.gguf, dspark.gguf and target_othervocab.gguf into OUTDIR.
 """
 
@@ -67,10 +67,23 @@ from typing import Sequence, Union
 
 import numpy as np
 
-_GGUF_PY = Path(os.environ.get(
-    "LLAMASPEC_GGUF_PY",
-    Path(__file__).resolve().parents[1] / "vendor" / "llama.cpp" / "gguf-py",
-))
+def _vendored_gguf_py() -> Path:
+    """The gguf-py of the llama.cpp tree this package was built against (or $LLAMASPEC_GGUF_PY)."""
+    env = os.environ.get("LLAMASPEC_GGUF_PY")
+    if env:
+        return Path(env)
+    try:
+        from llamaspec._build_info import llama_cpp_dir
+    except ImportError:  # running from a source checkout that was not built
+        llama_cpp_dir = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp"
+    path = Path(llama_cpp_dir) / "gguf-py"
+    if not (path / "gguf").is_dir():
+        raise ImportError(f"the vendored gguf-py is missing at {path}: build llamaspec first "
+                          "(pip install .) or set LLAMASPEC_GGUF_PY")
+    return path
+
+
+_GGUF_PY = _vendored_gguf_py()
 if str(_GGUF_PY) not in sys.path:
     sys.path.insert(0, str(_GGUF_PY))
 
@@ -683,7 +696,14 @@ def write_dspark(
 
 
 def write_all(outdir: PathLike, seed: int = 0) -> dict[str, object]:
-    """Write the standard set of test models into ``outdir``; returns name -> spec."""
+    """Write the standard set of test models into ``outdir``; returns name -> spec.
+
+    * ``target.gguf``: 4-layer qwen3, vocab 384 (seed ``seed``).
+    * ``draft_simple.gguf``: the target's first 2 layers + embeddings + head (same seed), so
+      draft-simple greedy acceptance is non-zero (~13% at n_max 4 on "Hello world").
+    * ``dflash.gguf`` / ``dspark.gguf``: random heads, block_size 8, target_layers (1, 3).
+    * ``target_othervocab.gguf``: vocab variant ``"alt"`` (544 tokens, permuted bytes).
+    """
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     target = write_target(out / "target.gguf", seed)

@@ -1,0 +1,36 @@
+"""Shared fixtures: tiny GGUF models written by the tests themselves (tiny_models.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from llamaspec import tiny_models  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory) -> dict:
+    """Paths (str) of the standard tiny model set: target, draft_simple, dflash, dspark, target_othervocab."""
+    outdir = tmp_path_factory.mktemp("tiny-models")
+    tiny_models.write_all(outdir, seed=0)
+    return {p.stem: str(p) for p in outdir.glob("*.gguf")}
+
+
+@pytest.fixture(scope="session")
+def target_model(models):
+    """The tiny target, loaded once and shared by the Generators of the tests."""
+    import llamaspec
+
+    return llamaspec.Model(models["target"])
+
+
+PROMPTS = [
+    "Hello world, this is a test of speculative decoding.",
+    "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n",
+    "the cat the cat the cat the cat",
+    "Once upon a time",
+]

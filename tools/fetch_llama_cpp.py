@@ -45,9 +45,17 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def pip_command() -> list[str]:
-    """pip of this interpreter, else the first pip on PATH (an isolated build env may lack pip)."""
-    probe = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True)
+def pip_environment() -> dict:
+    """The environment without pip's build isolation, which hides the interpreter's own pip."""
+    env = dict(os.environ)
+    for name in ("PYTHONPATH", "PYTHONNOUSERSITE", "PYTHONHOME", "PIP_BUILD_TRACKER", "PIP_REQ_TRACKER"):
+        env.pop(name, None)
+    return env
+
+
+def pip_command(env: dict) -> list[str]:
+    """pip of this interpreter, else the first pip on PATH."""
+    probe = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, env=env)
     if probe.returncode == 0:
         return [sys.executable, "-m", "pip"]
     for name in ("pip3", "pip"):
@@ -64,9 +72,10 @@ def download_sdist(cache_dir: Path) -> Path:
         return sdist
     sdist.unlink(missing_ok=True)
     print(f"llamaspec: downloading {PACKAGE}=={VERSION} source (about 77 MB) into {cache_dir}", flush=True)
-    cmd = pip_command() + ["download", "--no-deps", "--no-binary", ":all:",
+    env = pip_environment()
+    cmd = pip_command(env) + ["download", "--no-deps", "--no-binary", ":all:",
                            "-d", str(cache_dir), f"{PACKAGE}=={VERSION}"]
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if result.returncode != 0 or not sdist.exists():
         raise FetchError(f"pip could not download {PACKAGE}=={VERSION}: {result.stderr.strip()[-800:]}")
     return sdist

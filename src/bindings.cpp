@@ -2,10 +2,13 @@
 // The round loop runs in C++ with the GIL released; Python only orchestrates.
 #include "engine.h"
 #include "model.h"
+#include "sampling.h"
 
 #include "log.h"
 
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -72,6 +75,41 @@ private:
 
 nb::bytes to_bytes(const std::string & s) { return nb::bytes(s.data(), s.size()); }
 
+using LogitRows = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using Support = std::pair<std::vector<llama_token>, std::vector<float>>;
+
+SamplingParams make_sampling(float temperature, int top_k, float top_p, float min_p, uint64_t seed) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.top_k = top_k;
+    p.top_p = top_p;
+    p.min_p = min_p;
+    p.seed = seed;
+    validate(p);
+    return p;
+}
+
+// llama.cpp's own chain with the same parameters: top_k -> top_p -> min_p -> temp -> dist
+llama_sampler_ptr llama_chain(const SamplingParams & p) {
+    llama_sampler_ptr chain(llama_sampler_chain_init(llama_sampler_chain_default_params()));
+    llama_sampler_chain_add(chain.get(), llama_sampler_init_top_k(p.top_k));
+    llama_sampler_chain_add(chain.get(), llama_sampler_init_top_p(p.top_p, 0));
+    llama_sampler_chain_add(chain.get(), llama_sampler_init_min_p(p.min_p, 0));
+    llama_sampler_chain_add(chain.get(), llama_sampler_init_temp(p.temperature));
+    llama_sampler_chain_add(chain.get(), llama_sampler_init_dist((uint32_t) p.seed));
+    return chain;
+}
+
+void apply_chain(llama_sampler * chain, const float * logits, int32_t n_vocab, std::vector<llama_token_data> & buf,
+                 llama_token_data_array & arr) {
+    buf.resize(n_vocab);
+    for (int32_t i = 0; i < n_vocab; ++i) {
+        buf[i] = {i, logits[i], 0.0f};
+    }
+    arr = {buf.data(), buf.size(), -1, false};
+    llama_sampler_apply(chain, &arr);
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -120,6 +158,66 @@ NB_MODULE(_core, m) {
         }
     }, "src"_a, "dst"_a, "type"_a = "Q2_K", "n_threads"_a = 0,
        "Requantize a GGUF (as llama-quantize --allow-requantize), e.g. to make a weaker draft of a model.");
+
+    m.def("fused_truncate", [](LogitRows logits, float temperature, int top_k, float top_p, float min_p) {
+        FusedSampler sampler(make_sampling(temperature, top_k, top_p, min_p, 0));
+        std::vector<Support> out(logits.shape(0));
+        TruncatedDist dist;
+        for (size_t r = 0; r < logits.shape(0); ++r) {
+            sampler.truncate(logits.data() + r * logits.shape(1), (int32_t) logits.shape(1), dist);
+            out[r] = {dist.ids, dist.probs};
+        }
+        return out;
+    }, "logits"_a, "temperature"_a, "top_k"_a = 0, "top_p"_a = 1.0f, "min_p"_a = 0.0f,
+       "The fused sampler's truncated distribution (ids, probs) for each row of logits.");
+
+    m.def("llama_chain_truncate", [](LogitRows logits, float temperature, int top_k, float top_p, float min_p) {
+        const SamplingParams params = make_sampling(temperature, top_k, top_p, min_p, 1234);
+        std::vector<Support> out(logits.shape(0));
+        std::vector<llama_token_data> buf;
+        llama_token_data_array arr;
+        for (size_t r = 0; r < logits.shape(0); ++r) {
+            llama_sampler_ptr chain = llama_chain(params);
+            apply_chain(chain.get(), logits.data() + r * logits.shape(1), (int32_t) logits.shape(1), buf, arr);
+            for (size_t i = 0; i < arr.size; ++i) {
+                out[r].first.push_back(arr.data[i].id);
+                out[r].second.push_back(arr.data[i].p);
+            }
+        }
+        return out;
+    }, "logits"_a, "temperature"_a, "top_k"_a = 0, "top_p"_a = 1.0f, "min_p"_a = 0.0f,
+       "llama.cpp's sampler chain (top_k, top_p, min_p, temp, dist) on each row: (ids, probs).");
+
+    m.def("time_samplers", [](LogitRows logits, float temperature, int top_k, float top_p, float min_p, int repeats) {
+        const SamplingParams params = make_sampling(temperature, top_k, top_p, min_p, 1);
+        const int32_t n_vocab = (int32_t) logits.shape(1);
+        nb::gil_scoped_release release;
+        FusedSampler sampler(params);
+        TruncatedDist dist;
+        std::mt19937_64 rng(1);
+        size_t sink = 0;
+        const int64_t t0 = ggml_time_us();
+        for (int k = 0; k < repeats; ++k) {
+            for (size_t r = 0; r < logits.shape(0); ++r) {
+                sampler.truncate(logits.data() + r * n_vocab, n_vocab, dist);
+                sink += dist.draw(uniform01(rng));
+            }
+        }
+        const int64_t t1 = ggml_time_us();
+        llama_sampler_ptr chain = llama_chain(params);
+        std::vector<llama_token_data> buf;
+        llama_token_data_array arr;
+        for (int k = 0; k < repeats; ++k) {
+            for (size_t r = 0; r < logits.shape(0); ++r) {
+                apply_chain(chain.get(), logits.data() + r * n_vocab, n_vocab, buf, arr);
+                sink += arr.selected;
+            }
+        }
+        const int64_t t2 = ggml_time_us();
+        (void) sink;
+        return std::make_pair((t1 - t0) * 1e-6, (t2 - t1) * 1e-6);
+    }, "logits"_a, "temperature"_a, "top_k"_a = 0, "top_p"_a = 1.0f, "min_p"_a = 0.0f, "repeats"_a = 1,
+       "Seconds for (fused sampler, llama.cpp chain) to truncate and draw from every row, `repeats` times.");
 
     nb::class_<Model>(m, "Model")
         .def(nb::new_([](const std::string & path, int n_gpu_layers) {
@@ -175,13 +273,22 @@ NB_MODULE(_core, m) {
         .def_prop_ro("n_max", [](EngineHandle & h) { return h.with_engine([](Engine & e) { return e.n_max(); }); })
         .def_prop_ro("n_ctx", [](EngineHandle & h) { return h.with_engine([](Engine & e) { return e.n_ctx(); }); })
         .def_prop_ro("closed", &EngineHandle::closed)
-        .def("start", [](EngineHandle & h, const std::vector<llama_token> & prompt) {
+        .def("start", [](EngineHandle & h, const std::vector<llama_token> & prompt, float temperature, int top_k,
+                         float top_p, float min_p, uint64_t seed) {
+            const SamplingParams sampling = make_sampling(temperature, top_k, top_p, min_p, seed);
             h.with_engine([&](Engine & e) {
                 nb::gil_scoped_release release;
-                e.start(prompt);
+                e.start(prompt, sampling);
                 return 0;
             });
-        }, "prompt"_a, "Reset the contexts and decode the prompt tokens.")
+        }, "prompt"_a, "temperature"_a = 0.0f, "top_k"_a = 0, "top_p"_a = 1.0f, "min_p"_a = 0.0f, "seed"_a = 0,
+           "Reset the contexts and decode the prompt tokens; greedy unless temperature > 0.")
+        .def("_set_debug_accept_all", [](EngineHandle & h, bool on) {
+            h.with_engine([&](Engine & e) {
+                e.set_debug_accept_all(on);
+                return 0;
+            });
+        }, "on"_a, "TEST ONLY: accept every draft unverified (breaks losslessness).")
         .def("run", [](EngineHandle & h, int max_new_tokens, int max_rounds, bool ignore_eos) {
             return h.with_engine([&](Engine & e) {
                 nb::gil_scoped_release release;

@@ -3,6 +3,7 @@
 #include "ggml.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace llamaspec {
@@ -67,9 +68,15 @@ Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
     n_ctx_ = std::min<int32_t>(config.n_ctx, (int32_t) llama_n_ctx(ctx_tgt_.get()));
     drafter_ = std::make_unique<Drafter>(base_, target_, ctx_tgt_.get(), draft_);
     batch_ = common_batch(ctx_tgt_.get());
+    for (llama_token t = 0; t < target_->n_vocab(); ++t) {
+        if (target_->is_eog(t)) {
+            eog_tokens_.push_back(t);
+        }
+    }
 }
 
-void Engine::start(const std::vector<llama_token> & prompt) {
+void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams & sampling) {
+    validate(sampling);
     if (prompt.empty()) {
         throw std::invalid_argument("the prompt is empty (no tokens)");
     }
@@ -84,6 +91,10 @@ void Engine::start(const std::vector<llama_token> & prompt) {
             throw std::invalid_argument("prompt token " + std::to_string(t) + " is outside the vocabulary");
         }
     }
+
+    sampling_ = sampling;
+    sampler_ = sampling.greedy() ? nullptr : std::make_unique<FusedSampler>(sampling);
+    rng_.seed(sampling.seed);
 
     const int64_t t0 = ggml_time_us();
     llama_memory_clear(llama_get_memory(ctx_tgt_.get()), true);
@@ -118,6 +129,7 @@ std::vector<llama_token> Engine::run(int32_t max_new_tokens, int32_t max_rounds,
     if (!started_) {
         throw std::runtime_error("start() must be called before run()");
     }
+    ignore_eos_ = ignore_eos;
     const size_t first = generated_.size();
     for (int32_t r = 0; max_rounds <= 0 || r < max_rounds; ++r) {
         const int32_t budget = max_new_tokens - (int32_t) generated_.size();
@@ -138,13 +150,52 @@ std::vector<llama_token> Engine::run(int32_t max_new_tokens, int32_t max_rounds,
     return std::vector<llama_token>(generated_.begin() + first, generated_.end());
 }
 
-llama_token Engine::argmax_at(int32_t batch_index) const {
-    const float * logits = llama_get_logits_ith(ctx_tgt_.get(), batch_index);
+float * Engine::logits_at(int32_t batch_index) {
+    float * logits = llama_get_logits_ith(ctx_tgt_.get(), batch_index);
     if (logits == nullptr) {
         throw std::runtime_error("the target produced no logits at batch index " + std::to_string(batch_index));
     }
+    if (ignore_eos_) {
+        for (llama_token t : eog_tokens_) {
+            logits[t] = -INFINITY;
+        }
+    }
+    return logits;
+}
+
+int32_t Engine::verify(std::vector<llama_token> & out) {
     const int32_t n_vocab = target_->n_vocab();
-    return (llama_token) (std::max_element(logits, logits + n_vocab) - logits);
+    const size_t n_draft = draft_tokens_.size();
+    int32_t n_accepted = 0;
+    out.clear();
+    // positions are examined lazily: after the first rejection the rest of the batch is never sampled
+    for (size_t i = 0; i <= n_draft; ++i) {
+        const float * logits = logits_at((int32_t) i);
+        llama_token choice;
+        bool accepted;
+        if (!sampler_) {
+            choice = (llama_token) (std::max_element(logits, logits + n_vocab) - logits);
+            accepted = i < n_draft && choice == draft_tokens_[i];
+        } else {
+            sampler_->truncate(logits, n_vocab, dist_);
+            if (i < n_draft) {
+                choice = accept_or_resample(dist_, draft_tokens_[i], rng_, accepted);
+            } else {
+                choice = dist_.draw(uniform01(rng_));
+                accepted = false;
+            }
+        }
+        if (debug_accept_all_ && i < n_draft) {
+            choice = draft_tokens_[i];
+            accepted = true;
+        }
+        out.push_back(choice);
+        if (!accepted) {
+            break;
+        }
+        ++n_accepted;
+    }
+    return n_accepted;
 }
 
 bool Engine::round(int32_t budget, bool ignore_eos) {
@@ -172,18 +223,8 @@ bool Engine::round(int32_t budget, bool ignore_eos) {
     }
     drafter_->process(batch_);
 
-    // greedy verification: the target's choice after each prefix; stop at the first disagreement
-    int32_t n_accepted = 0;
     std::vector<llama_token> accepted;
-    accepted.reserve(draft_tokens_.size() + 1);
-    for (size_t i = 0; i <= draft_tokens_.size(); ++i) {
-        const llama_token choice = argmax_at((int32_t) i);
-        accepted.push_back(choice);
-        if (i == draft_tokens_.size() || choice != draft_tokens_[i]) {
-            break;
-        }
-        ++n_accepted;
-    }
+    const int32_t n_accepted = verify(accepted);
 
     // keep id_last and the accepted draft tokens in the KV cache, drop the rejected tail
     history_.push_back(id_last_);

@@ -4,6 +4,7 @@
 
 #include "drafter.h"
 #include "model.h"
+#include "sampling.h"
 #include "stats.h"
 
 #include <atomic>
@@ -35,7 +36,12 @@ public:
     int32_t n_ctx() const { return n_ctx_; }
 
     // Reset both contexts and decode the prompt (all but its last token) into the target.
-    void start(const std::vector<llama_token> & prompt);
+    // Greedy unless sampling.temperature > 0 (then the seeded RNG restarts from sampling.seed).
+    void start(const std::vector<llama_token> & prompt, const SamplingParams & sampling = {});
+
+    // Test-only: accept every drafted token unverified (breaks losslessness on purpose, to show
+    // that the distribution tests can detect a broken acceptance step).
+    void set_debug_accept_all(bool on) { debug_accept_all_ = on; }
 
     // Run rounds until max_new_tokens were generated in total, an end-of-generation token
     // (unless ignore_eos), the context is full, or max_rounds rounds ran (0 = no limit).
@@ -50,7 +56,11 @@ public:
 private:
     // one speculative round; appends to generated_ and rounds_, returns false when generation must stop
     bool round(int32_t budget, bool ignore_eos);
-    llama_token argmax_at(int32_t batch_index) const;
+    // the target's logits at a batch index; with ignore_eos, end-of-generation tokens masked to -inf
+    // (llama.cpp's --ignore-eos semantics)
+    float * logits_at(int32_t batch_index);
+    // greedy or sampled verification of draft_tokens_; fills `out` with accepted drafts + one more token
+    int32_t verify(std::vector<llama_token> & out);
 
     ModelPtr target_;
     ModelPtr draft_;
@@ -70,6 +80,13 @@ private:
     llama_tokens draft_tokens_;
     RoundLog rounds_;
     StopReason stop_reason_ = StopReason::None;
+    bool ignore_eos_ = false;
+    bool debug_accept_all_ = false;
+    std::vector<llama_token> eog_tokens_;
+    SamplingParams sampling_;
+    std::unique_ptr<FusedSampler> sampler_;
+    std::mt19937_64 rng_;
+    TruncatedDist dist_;
     int64_t prefill_us_ = 0;
 };
 

@@ -119,27 +119,48 @@ class Generator:
                                   self._engine.prefill_seconds)
 
     # --- generation ----------------------------------------------------------------------------
-    def generate(self, prompt: Union[str, Sequence[int]], max_tokens: int = 128, *,
-                 ignore_eos: bool = False, add_special: bool = True) -> GenerationResult:
-        """Generate up to ``max_tokens`` tokens after ``prompt`` (text or token ids), greedily.
-
-        Stops at an end-of-generation token (kept as the last token, not in ``text``) unless
-        ``ignore_eos``, or when the context is full.
-        """
+    def _start(self, prompt: Union[str, Sequence[int]], max_tokens: int, add_special: bool,
+               sampling: dict) -> None:
         self._check_max_tokens(max_tokens)
-        self._engine.start(self._prompt_tokens(prompt, add_special))
+        temperature = float(sampling["temperature"])
+        if temperature > 0:
+            params = (temperature, int(sampling["top_k"]), float(sampling["top_p"]), float(sampling["min_p"]))
+        else:
+            params = (0.0, 0, 1.0, 0.0)
+        seed = int(sampling["seed"])
+        if not 0 <= seed < 2**64:
+            raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+        self._engine.start(self._prompt_tokens(prompt, add_special), *params, seed)
+
+    def generate(self, prompt: Union[str, Sequence[int]], max_tokens: int = 128, *,
+                 temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
+                 seed: int = 0, ignore_eos: bool = False, add_special: bool = True) -> GenerationResult:
+        """Generate up to ``max_tokens`` tokens after ``prompt`` (text or token ids).
+
+        ``temperature <= 0`` (the default) is greedy decoding: the output equals the target's own
+        greedy decoding. With ``temperature > 0`` the target's distribution is truncated as llama.cpp's
+        chain top_k -> top_p -> min_p -> temperature does (same defaults; 0 / 1.0 / 0.0 switch a
+        stage off), and drafts are accepted with probability min(1, p/q) with residual resampling,
+        so the output follows the target's sampling distribution exactly; ``seed`` makes it repeatable.
+        Stops at an end-of-generation token (kept as the last token, not in ``text``) unless
+        ``ignore_eos`` (which, as llama.cpp's --ignore-eos, forbids those tokens), or when the
+        context is full.
+        """
+        self._start(prompt, max_tokens, add_special, dict(temperature=temperature, top_k=top_k, top_p=top_p,
+                                                          min_p=min_p, seed=seed))
         tokens = self._engine.run(max_tokens, 0, ignore_eos)
         return GenerationResult(text=self.detokenize(tokens), tokens=tokens,
                                 stop_reason=self._engine.stop_reason, stats=self._stats())
 
     def stream(self, prompt: Union[str, Sequence[int]], max_tokens: int = 128, *,
-               ignore_eos: bool = False, add_special: bool = True) -> Iterator[StreamChunk]:
+               temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
+               seed: int = 0, ignore_eos: bool = False, add_special: bool = True) -> Iterator[StreamChunk]:
         """Like :meth:`generate`, yielding one :class:`StreamChunk` per speculative round.
 
         After the iterator is exhausted, :attr:`last_stats` holds the whole generation's statistics.
         """
-        self._check_max_tokens(max_tokens)
-        self._engine.start(self._prompt_tokens(prompt, add_special))
+        self._start(prompt, max_tokens, add_special, dict(temperature=temperature, top_k=top_k, top_p=top_p,
+                                                          min_p=min_p, seed=seed))
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         n_rounds = 0
         while True:

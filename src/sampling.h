@@ -1,0 +1,71 @@
+// Sampling: a fused truncation sampler (top-k, top-p, min-p, temperature in one pass over the
+// logits, the same distribution as llama.cpp's chain top_k -> top_p -> min_p -> temp -> dist)
+// and exact speculative acceptance (min(1, p/q), residual resampling).
+#pragma once
+
+#include "llama.h"
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace llamaspec {
+
+struct SamplingParams {
+    float temperature = 0.0f;  // <= 0: greedy
+    int32_t top_k = 0;         // <= 0: off
+    float top_p = 1.0f;        // >= 1: off
+    float min_p = 0.0f;        // <= 0: off
+    uint64_t seed = 0;
+
+    bool greedy() const { return temperature <= 0.0f; }
+};
+
+// Throws std::invalid_argument for out-of-range parameters (NaN, top_p outside (0, 1], ...).
+void validate(const SamplingParams & params);
+
+// The truncated, renormalised distribution at one position, most probable token first.
+struct TruncatedDist {
+    std::vector<llama_token> ids;
+    std::vector<float> probs;
+
+    float prob_of(llama_token token) const;
+    // inverse-CDF draw with u in [0, 1), optionally with one token's mass removed (the residual
+    // max(0, p - q) of a point-mass draft proposal q = delta(excluded))
+    llama_token draw(double u, llama_token excluded = LLAMA_TOKEN_NULL) const;
+};
+
+class FusedSampler {
+public:
+    explicit FusedSampler(const SamplingParams & params);
+
+    // One pass to select candidates (a bounded heap for top-k; otherwise a logit floor from min-p
+    // and from a histogram that locates top-p's nucleus), a sort of those few only, then
+    // top-p / min-p / temperature on them.
+    void truncate(const float * logits, int32_t n_vocab, TruncatedDist & out);
+
+private:
+    struct Candidate {
+        float logit;
+        llama_token id;
+    };
+    void collect_top_k(const float * logits, int32_t n_vocab, int32_t k);
+    void collect_above(const float * logits, int32_t n_vocab, float floor);
+    // top-p / min-p / temperature on the candidates; false when top-p's nucleus was not closed
+    bool finish(float max_logit, double mass_total, TruncatedDist & out);
+
+    SamplingParams params_;
+    std::vector<Candidate> candidates_;
+};
+
+// Speculative sampling acceptance for one drafted token x whose proposal was deterministic
+// (q = delta(x), as llama.cpp's drafters propose their top token): accept with probability
+// min(1, p(x) / q(x)) = p(x); on rejection draw from the residual max(0, p - q), normalised.
+// Returns the emitted token; `accepted` tells whether it is x.
+llama_token accept_or_resample(const TruncatedDist & target, llama_token drafted, std::mt19937_64 & rng,
+                               bool & accepted);
+
+// Uniform double in [0, 1) from the generator (the same draw on every platform).
+double uniform01(std::mt19937_64 & rng);
+
+}  // namespace llamaspec

@@ -1,6 +1,7 @@
 #include "sampling.h"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -35,9 +36,9 @@ float TruncatedDist::prob_of(llama_token token) const {
 }
 
 llama_token TruncatedDist::draw(double u, llama_token excluded) const {
-    double total = 0.0;
-    for (size_t i = 0; i < ids.size(); ++i) {
-        total += ids[i] == excluded ? 0.0 : probs[i];
+    double total = 1.0;  // probs are normalised; only a removed token changes the total
+    if (excluded != LLAMA_TOKEN_NULL) {
+        total -= prob_of(excluded);
     }
     const double goal = u * total;
     double run = 0.0;
@@ -58,19 +59,24 @@ llama_token TruncatedDist::draw(double u, llama_token excluded) const {
 FusedSampler::FusedSampler(const SamplingParams & params) : params_(params) { validate(params); }
 
 void FusedSampler::collect_top_k(const float * logits, int32_t n_vocab, int32_t k) {
-    // a min-heap of the k best: one pass, O(V log k), no full sort
-    auto worse = [](const Candidate & a, const Candidate & b) { return a.logit > b.logit; };
-    candidates_.clear();
-    for (int32_t i = 0; i < n_vocab; ++i) {
-        if ((int32_t) candidates_.size() < k) {
-            candidates_.push_back({logits[i], i});
-            std::push_heap(candidates_.begin(), candidates_.end(), worse);
-        } else if (logits[i] > candidates_.front().logit) {
-            std::pop_heap(candidates_.begin(), candidates_.end(), worse);
-            candidates_.back() = {logits[i], i};
-            std::push_heap(candidates_.begin(), candidates_.end(), worse);
-        }
+    // A strided sample of the logits gives a floor that some (but not many) more than k logits
+    // clear; one compare-only pass collects those and a selection on the few finds the k best.
+    constexpr int32_t kSample = 1024;
+    const int32_t stride = std::max(1, n_vocab / kSample);
+    sample_.clear();
+    for (int32_t i = 0; i < n_vocab; i += stride) sample_.push_back(logits[i]);
+    const size_t expected = (size_t) k * sample_.size() / n_vocab;  // sampled logits among the k best
+    const size_t rank = std::min(sample_.size() - 1, 4 * expected + 8);
+    std::nth_element(sample_.begin(), sample_.begin() + rank, sample_.end(), std::greater<float>());
+    collect_above(logits, n_vocab, sample_[rank]);
+    if ((int32_t) candidates_.size() < k) {
+        collect_above(logits, n_vocab, -INFINITY);  // an unlucky sample: select among everything
     }
+    auto better = [](const Candidate & a, const Candidate & b) { return a.logit > b.logit; };
+    std::nth_element(candidates_.begin(), candidates_.begin() + (k - 1), candidates_.end(), better);
+    candidates_.resize(k);
+    // llama.cpp's top-k leaves its k tokens sorted and later sums their mass in that order
+    std::sort(candidates_.begin(), candidates_.end(), better);
 }
 
 void FusedSampler::collect_above(const float * logits, int32_t n_vocab, float floor) {
@@ -82,26 +88,42 @@ void FusedSampler::collect_above(const float * logits, int32_t n_vocab, float fl
     }
 }
 
+void FusedSampler::collect_min_p(const float * logits, int32_t n_vocab, float gap, float & max_logit) {
+    // one pass with a running max: a token is kept while it clears the floor of the max so far,
+    // a superset of the final min-p set that finish() trims with the true max
+    candidates_.clear();
+    max_logit = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; ++i) {
+        const float l = logits[i];
+        if (l > max_logit) max_logit = l;
+        if (l >= max_logit + gap) candidates_.push_back({l, i});
+    }
+}
+
 void FusedSampler::truncate(const float * logits, int32_t n_vocab, TruncatedDist & out) {
     const bool use_top_k = params_.top_k > 0 && params_.top_k < n_vocab;
     const bool use_top_p = params_.top_p < 1.0f;
-    const float min_p_gap = params_.min_p > 0.0f ? std::log(params_.min_p) : -INFINITY;
+    const bool use_min_p = params_.min_p > 0.0f;
+    const float min_p_gap = use_min_p ? std::log(params_.min_p) : -INFINITY;
 
     float max_logit = -INFINITY;
-    double mass_total = 0.0;  // softmax normaliser of the set top-p sees (the top-k set or everything)
+    float mass_total = 0.0f;  // float, summed in llama.cpp's order, so top-p cuts where it cuts
     if (use_top_k) {
         collect_top_k(logits, n_vocab, params_.top_k);
-        for (const auto & c : candidates_) max_logit = std::max(max_logit, c.logit);
-        for (const auto & c : candidates_) mass_total += std::exp(c.logit - max_logit);
-        finish(max_logit, mass_total, out);
-        return;
-    }
-
-    for (int32_t i = 0; i < n_vocab; ++i) max_logit = std::max(max_logit, logits[i]);
-    const float min_p_floor = max_logit + min_p_gap;  // min-p removes everything under it anyway
-    float nucleus_floor = -INFINITY;
-    if (use_top_p) {
-        // one pass: the normaliser and a histogram of the mass by distance below the max; the
+        max_logit = candidates_.front().logit;
+        if (use_top_p) {
+            for (const auto & c : candidates_) mass_total += std::exp(c.logit - max_logit);
+        }
+    } else if (!use_top_p) {
+        if (use_min_p) {
+            collect_min_p(logits, n_vocab, min_p_gap, max_logit);
+        } else {
+            full_distribution(logits, n_vocab, out);  // temperature only: nothing to truncate
+            return;
+        }
+    } else {
+        for (int32_t i = 0; i < n_vocab; ++i) max_logit = std::max(max_logit, logits[i]);
+        // one pass for the normaliser and a histogram of the mass by distance below the max: the
         // nucleus ends in the first bin where the cumulative mass reaches top_p
         double bin_mass[kBins] = {};
         for (int32_t i = 0; i < n_vocab; ++i) {
@@ -110,33 +132,39 @@ void FusedSampler::truncate(const float * logits, int32_t n_vocab, TruncatedDist
             mass_total += e;
             bin_mass[gap < kBins * kBinWidth ? (int) (gap * (1.0f / kBinWidth)) : kBins - 1] += e;
         }
-        const double goal = params_.top_p * mass_total;
+        float nucleus_floor = -INFINITY;
+        const double goal = params_.top_p * (double) mass_total;
         double cum = 0.0;
         for (int b = 0; b < kBins - 1; ++b) {
             cum += bin_mass[b];
             if (cum >= goal) {
-                nucleus_floor = max_logit - (b + 1) * kBinWidth;
+                nucleus_floor = max_logit - (b + 2) * kBinWidth;  // one bin of slack for rounding
                 break;
             }
         }
+        const float min_p_floor = max_logit + min_p_gap;
+        collect_above(logits, n_vocab, std::max(min_p_floor, nucleus_floor));
+        if (!finish(max_logit, mass_total, out) && nucleus_floor > min_p_floor) {
+            collect_above(logits, n_vocab, min_p_floor);  // float drift past the slack: take all
+            finish(max_logit, mass_total, out);
+        }
+        return;
     }
-    collect_above(logits, n_vocab, std::max(min_p_floor, nucleus_floor));
-    if (!finish(max_logit, mass_total, out) && nucleus_floor > min_p_floor) {
-        // rounding put the crossing token just below the histogram's floor: take everything
-        collect_above(logits, n_vocab, min_p_floor);
-        finish(max_logit, mass_total, out);
-    }
+    finish(max_logit, mass_total, out);
 }
 
-bool FusedSampler::finish(float max_logit, double mass_total, TruncatedDist & out) {
+bool FusedSampler::finish(float max_logit, float mass_total, TruncatedDist & out) {
+    auto better = [](const Candidate & a, const Candidate & b) { return a.logit > b.logit; };
     size_t n_keep = candidates_.size();
     bool nucleus_closed = true;
     if (params_.top_p < 1.0f) {
+        // the smallest most-probable prefix whose mass reaches top_p (the crossing token included),
+        // in llama.cpp's float arithmetic
+        if (!std::is_sorted(candidates_.begin(), candidates_.end(), better)) {
+            std::sort(candidates_.begin(), candidates_.end(), better);
+        }
         nucleus_closed = false;
-        // the smallest most-probable prefix whose mass reaches top_p (the crossing token included)
-        std::sort(candidates_.begin(), candidates_.end(),
-                  [](const Candidate & a, const Candidate & b) { return a.logit > b.logit; });
-        double cum = 0.0;
+        float cum = 0.0f;
         for (size_t i = 0; i < candidates_.size(); ++i) {
             cum += std::exp(candidates_[i].logit - max_logit) / mass_total;
             if (cum >= params_.top_p) {
@@ -158,16 +186,35 @@ bool FusedSampler::finish(float max_logit, double mass_total, TruncatedDist & ou
     out.ids.resize(n_keep);
     out.probs.resize(n_keep);
     const float inv_temp = 1.0f / params_.temperature;
-    float sum = 0.0f;
+    double sum = 0.0;
     for (size_t i = 0; i < n_keep; ++i) {
         const float w = std::exp((candidates_[i].logit - max_logit) * inv_temp);
         out.ids[i] = candidates_[i].id;
         out.probs[i] = w;
         sum += w;
     }
-    const float inv_sum = 1.0f / sum;
+    const float inv_sum = (float) (1.0 / sum);
     for (auto & p : out.probs) p *= inv_sum;
     return nucleus_closed;
+}
+
+void FusedSampler::full_distribution(const float * logits, int32_t n_vocab, TruncatedDist & out) {
+    float max_logit = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; ++i) max_logit = std::max(max_logit, logits[i]);
+    if ((int32_t) out.ids.size() != n_vocab || out.ids.back() != n_vocab - 1) {
+        out.ids.resize(n_vocab);
+        for (int32_t i = 0; i < n_vocab; ++i) out.ids[i] = i;
+    }
+    out.probs.resize(n_vocab);
+    const float inv_temp = 1.0f / params_.temperature;
+    double sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; ++i) {
+        const float w = std::exp((logits[i] - max_logit) * inv_temp);
+        out.probs[i] = w;
+        sum += w;
+    }
+    const float inv_sum = (float) (1.0 / sum);
+    for (auto & p : out.probs) p *= inv_sum;
 }
 
 double uniform01(std::mt19937_64 & rng) { return (rng() >> 11) * (1.0 / 9007199254740992.0); }

@@ -39,9 +39,9 @@ class FusedSampler {
 public:
     explicit FusedSampler(const SamplingParams & params);
 
-    // One pass to select candidates (a bounded heap for top-k; otherwise a logit floor from min-p
-    // and from a histogram that locates top-p's nucleus), a sort of those few only, then
-    // top-p / min-p / temperature on them.
+    // Candidates are selected in (mostly) one pass: for top-k a floor from a strided sample, for
+    // min-p a running-max floor, for top-p a histogram that locates the nucleus; only those few
+    // are sorted; then top-p / min-p / temperature apply to them.
     void truncate(const float * logits, int32_t n_vocab, TruncatedDist & out);
 
 private:
@@ -51,11 +51,14 @@ private:
     };
     void collect_top_k(const float * logits, int32_t n_vocab, int32_t k);
     void collect_above(const float * logits, int32_t n_vocab, float floor);
+    void collect_min_p(const float * logits, int32_t n_vocab, float gap, float & max_logit);
     // top-p / min-p / temperature on the candidates; false when top-p's nucleus was not closed
-    bool finish(float max_logit, double mass_total, TruncatedDist & out);
+    bool finish(float max_logit, float mass_total, TruncatedDist & out);
+    void full_distribution(const float * logits, int32_t n_vocab, TruncatedDist & out);
 
     SamplingParams params_;
     std::vector<Candidate> candidates_;
+    std::vector<float> sample_;
 };
 
 // Speculative sampling acceptance for one drafted token x whose proposal was deterministic

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import math
 import os
 from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence, Union
@@ -123,6 +124,8 @@ class Generator:
                sampling: dict) -> None:
         self._check_max_tokens(max_tokens)
         temperature = float(sampling["temperature"])
+        if not math.isfinite(temperature):
+            raise ValueError(f"temperature must be a finite number, got {temperature}")
         if temperature > 0:
             params = (temperature, int(sampling["top_k"]), float(sampling["top_p"]), float(sampling["min_p"]))
         else:

@@ -165,7 +165,8 @@ NB_MODULE(_core, m) {
         TruncatedDist dist;
         for (size_t r = 0; r < logits.shape(0); ++r) {
             sampler.truncate(logits.data() + r * logits.shape(1), (int32_t) logits.shape(1), dist);
-            out[r] = {dist.ids, dist.probs};
+            out[r].first = dist.ids;
+            for (size_t i = 0; i < dist.ids.size(); ++i) out[r].second.push_back(dist.prob(i));
         }
         return out;
     }, "logits"_a, "temperature"_a, "top_k"_a = 0, "top_p"_a = 1.0f, "min_p"_a = 0.0f,

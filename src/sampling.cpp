@@ -29,25 +29,25 @@ void validate(const SamplingParams & p) {
 float TruncatedDist::prob_of(llama_token token) const {
     for (size_t i = 0; i < ids.size(); ++i) {
         if (ids[i] == token) {
-            return probs[i];
+            return prob(i);
         }
     }
     return 0.0f;
 }
 
 llama_token TruncatedDist::draw(double u, llama_token excluded) const {
-    double total = 1.0;  // probs are normalised; only a removed token changes the total
+    double mass = total;
     if (excluded != LLAMA_TOKEN_NULL) {
-        total -= prob_of(excluded);
+        mass -= prob_of(excluded) * total;
     }
-    const double goal = u * total;
+    const double goal = u * mass;
     double run = 0.0;
     llama_token last = LLAMA_TOKEN_NULL;
     for (size_t i = 0; i < ids.size(); ++i) {
         if (ids[i] == excluded) {
             continue;
         }
-        run += probs[i];
+        run += weights[i];
         last = ids[i];
         if (run > goal) {
             return ids[i];
@@ -184,37 +184,47 @@ bool FusedSampler::finish(float max_logit, float mass_total, TruncatedDist & out
     }
 
     out.ids.resize(n_keep);
-    out.probs.resize(n_keep);
+    out.weights.resize(n_keep);
     const float inv_temp = 1.0f / params_.temperature;
     double sum = 0.0;
     for (size_t i = 0; i < n_keep; ++i) {
         const float w = std::exp((candidates_[i].logit - max_logit) * inv_temp);
         out.ids[i] = candidates_[i].id;
-        out.probs[i] = w;
+        out.weights[i] = w;
         sum += w;
     }
-    const float inv_sum = (float) (1.0 / sum);
-    for (auto & p : out.probs) p *= inv_sum;
+    out.total = sum;
     return nucleus_closed;
 }
 
 void FusedSampler::full_distribution(const float * logits, int32_t n_vocab, TruncatedDist & out) {
-    float max_logit = -INFINITY;
-    for (int32_t i = 0; i < n_vocab; ++i) max_logit = std::max(max_logit, logits[i]);
+    // No max pass: weights are taken relative to the max of a strided sample, which only has to
+    // keep exp() in range; a (rare) far larger true max means one more pass with that max.
+    constexpr int32_t kSample = 256;
+    const int32_t stride = std::max(1, n_vocab / kSample);
+    float reference = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i += stride) reference = std::max(reference, logits[i]);
     if ((int32_t) out.ids.size() != n_vocab || out.ids.back() != n_vocab - 1) {
         out.ids.resize(n_vocab);
         for (int32_t i = 0; i < n_vocab; ++i) out.ids[i] = i;
     }
-    out.probs.resize(n_vocab);
+    out.weights.resize(n_vocab);
     const float inv_temp = 1.0f / params_.temperature;
-    double sum = 0.0;
-    for (int32_t i = 0; i < n_vocab; ++i) {
-        const float w = std::exp((logits[i] - max_logit) * inv_temp);
-        out.probs[i] = w;
-        sum += w;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        double sum = 0.0;
+        float max_logit = reference;
+        for (int32_t i = 0; i < n_vocab; ++i) {
+            const float w = std::exp((logits[i] - reference) * inv_temp);
+            max_logit = std::max(max_logit, logits[i]);
+            out.weights[i] = w;
+            sum += w;
+        }
+        out.total = sum;
+        if ((max_logit - reference) * inv_temp < 60.0f) {
+            return;
+        }
+        reference = max_logit;
     }
-    const float inv_sum = (float) (1.0 / sum);
-    for (auto & p : out.probs) p *= inv_sum;
 }
 
 double uniform01(std::mt19937_64 & rng) { return (rng() >> 11) * (1.0 / 9007199254740992.0); }

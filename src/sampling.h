@@ -24,10 +24,14 @@ struct SamplingParams {
 // Throws std::invalid_argument for out-of-range parameters (NaN, top_p outside (0, 1], ...).
 void validate(const SamplingParams & params);
 
-// The truncated, renormalised distribution at one position, most probable token first.
+// The truncated distribution at one position: token ids with unnormalised weights (their sum is
+// `total`, so no extra pass over the candidates is spent on normalising).
 struct TruncatedDist {
     std::vector<llama_token> ids;
-    std::vector<float> probs;
+    std::vector<float> weights;
+    double total = 0.0;
+
+    float prob(size_t i) const { return (float) (weights[i] / total); }
 
     float prob_of(llama_token token) const;
     // inverse-CDF draw with u in [0, 1), optionally with one token's mass removed (the residual

@@ -236,6 +236,9 @@ NB_MODULE(_core, m) {
         .def_prop_ro("has_confidence_head", [](const Model & model) { return model.info().has_confidence_head; })
         .def("meta", &Model::meta, "key"_a, "default"_a = "")
         .def("tokenize", &Model::tokenize, "text"_a, "add_special"_a = true)
+        .def("tokenize", [](const Model & model, nb::bytes data, bool add_special) {
+            return model.tokenize(std::string(data.c_str(), data.size()), add_special);
+        }, "data"_a, "add_special"_a = true, "Tokenize raw bytes (UTF-8 or not) as the model's tokenizer sees them.")
         .def("token_to_piece", [](const Model & model, int token) {
             if (token < 0 || token >= model.n_vocab()) {
                 throw std::out_of_range("token id outside the vocabulary");

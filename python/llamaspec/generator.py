@@ -8,6 +8,8 @@ import os
 from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence, Union
 
+import numpy as np
+
 from . import _core
 from .stats import SpecStats
 
@@ -96,16 +98,29 @@ class Generator:
         return self._engine.n_ctx
 
     # --- text <-> tokens -----------------------------------------------------------------------
-    def tokenize(self, text: str, add_special: bool = True) -> list:
-        if not isinstance(text, str):
-            raise TypeError(f"prompt must be a str or a list of token ids, got {type(text).__name__}")
-        return self.target.tokenize(text, add_special)
+    def tokenize(self, text: Union[str, bytes], add_special: bool = True) -> list:
+        """Token ids of ``text`` (str, or raw bytes passed to the tokenizer as they are)."""
+        if isinstance(text, str):
+            try:
+                text = text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"the prompt is not valid Unicode text: {exc}") from None
+        if not isinstance(text, (bytes, bytearray)):
+            raise TypeError(f"prompt must be str, bytes or a list of token ids, got {type(text).__name__}")
+        return self.target.tokenize(bytes(text), add_special)
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         return self.target.detokenize(list(tokens)).decode("utf-8", errors="replace")
 
-    def _prompt_tokens(self, prompt: Union[str, Sequence[int]], add_special: bool) -> list:
-        tokens = self.tokenize(prompt, add_special) if isinstance(prompt, str) else [int(t) for t in prompt]
+    def _prompt_tokens(self, prompt: Union[str, bytes, Sequence[int]], add_special: bool) -> list:
+        if isinstance(prompt, np.ndarray) and prompt.ndim == 1 and prompt.dtype.kind in "iu":
+            prompt = prompt.tolist()
+        if isinstance(prompt, (str, bytes, bytearray)):
+            tokens = self.tokenize(prompt, add_special)
+        elif isinstance(prompt, Sequence) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+            tokens = list(prompt)
+        else:
+            raise TypeError("prompt must be str, bytes or a sequence of int token ids")
         if not tokens:
             raise ValueError("the prompt is empty (no tokens)")
         return tokens
@@ -120,7 +135,7 @@ class Generator:
                                   self._engine.prefill_seconds)
 
     # --- generation ----------------------------------------------------------------------------
-    def _start(self, prompt: Union[str, Sequence[int]], max_tokens: int, add_special: bool,
+    def _start(self, prompt: Union[str, bytes, Sequence[int]], max_tokens: int, add_special: bool,
                sampling: dict) -> None:
         self._check_max_tokens(max_tokens)
         temperature = float(sampling["temperature"])
@@ -135,7 +150,7 @@ class Generator:
             raise ValueError(f"seed must be in [0, 2**64), got {seed}")
         self._engine.start(self._prompt_tokens(prompt, add_special), *params, seed)
 
-    def generate(self, prompt: Union[str, Sequence[int]], max_tokens: int = 128, *,
+    def generate(self, prompt: Union[str, bytes, Sequence[int]], max_tokens: int = 128, *,
                  temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
                  seed: int = 0, ignore_eos: bool = False, add_special: bool = True) -> GenerationResult:
         """Generate up to ``max_tokens`` tokens after ``prompt`` (text or token ids).
@@ -155,7 +170,7 @@ class Generator:
         return GenerationResult(text=self.detokenize(tokens), tokens=tokens,
                                 stop_reason=self._engine.stop_reason, stats=self._stats())
 
-    def stream(self, prompt: Union[str, Sequence[int]], max_tokens: int = 128, *,
+    def stream(self, prompt: Union[str, bytes, Sequence[int]], max_tokens: int = 128, *,
                temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
                seed: int = 0, ignore_eos: bool = False, add_special: bool = True) -> Iterator[StreamChunk]:
         """Like :meth:`generate`, yielding one :class:`StreamChunk` per speculative round.

@@ -21,6 +21,11 @@ def _add_generation_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-max", type=int, default=8, help="draft depth k")
     parser.add_argument("--n-ctx", type=int, default=2048)
     parser.add_argument("-t", "--threads", type=int, default=None)
+    parser.add_argument("--temp", type=float, default=0.0, help="0 = greedy (default)")
+    parser.add_argument("--top-k", type=int, default=40)
+    parser.add_argument("--top-p", type=float, default=0.95)
+    parser.add_argument("--min-p", type=float, default=0.05)
+    parser.add_argument("-s", "--seed", type=int, default=0)
     parser.add_argument("--ignore-eos", action="store_true")
     parser.add_argument("--json", help="also write the statistics to this JSON file")
     parser.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's logs")
@@ -29,7 +34,8 @@ def _add_generation_args(parser: argparse.ArgumentParser) -> None:
 def run_one(target: str, draft: Optional[str], spec_type: str, args: argparse.Namespace) -> dict:
     with Generator(target, draft, n_max=args.n_max, spec_type=spec_type, n_ctx=args.n_ctx,
                    n_threads=args.threads, verbose=args.verbose) as gen:
-        result = gen.generate(args.prompt, args.max_tokens, ignore_eos=args.ignore_eos)
+        result = gen.generate(args.prompt, args.max_tokens, temperature=args.temp, top_k=args.top_k,
+                              top_p=args.top_p, min_p=args.min_p, seed=args.seed, ignore_eos=args.ignore_eos)
         print(f"=== {gen.spec_type} (n_max {gen.n_max}) target {target}" + (f", draft {draft}" if draft else ""))
         print(args.prompt + result.text)
         print(f"--- stop: {result.stop_reason}")

@@ -8,6 +8,7 @@
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
@@ -221,10 +222,12 @@ NB_MODULE(_core, m) {
        "Seconds for (fused sampler, llama.cpp chain) to truncate and draw from every row, `repeats` times.");
 
     nb::class_<Model>(m, "Model")
-        .def(nb::new_([](const std::string & path, int n_gpu_layers) {
+        .def(nb::new_([](const std::filesystem::path & path, int n_gpu_layers, bool repack) {
                  nb::gil_scoped_release release;
-                 return std::make_shared<Model>(path, n_gpu_layers);
-             }), "path"_a, "n_gpu_layers"_a = -1)
+                 return std::make_shared<Model>(path.string(), n_gpu_layers, repack);
+             }), "path"_a, "n_gpu_layers"_a = -1, "repack"_a = true,
+             "Load a GGUF. repack=False disables the CPU weight repacking whose kernels round differently "
+             "per batch shape (bit-exact greedy equality with plain decoding on quantized models).")
         .def_prop_ro("path", &Model::path)
         .def_prop_ro("architecture", &Model::architecture)
         .def_prop_ro("n_vocab", &Model::n_vocab)

@@ -66,9 +66,10 @@ GgufInfo inspect_gguf(const std::string & path) {
     return info;
 }
 
-Model::Model(const std::string & path, int n_gpu_layers) : info_(inspect_gguf(path)) {
+Model::Model(const std::string & path, int n_gpu_layers, bool repack) : info_(inspect_gguf(path)) {
     llama_model_params params = llama_model_default_params();
     params.n_gpu_layers = n_gpu_layers;
+    params.use_extra_bufts = repack;
     model_.reset(llama_model_load_from_file(path.c_str(), params));
     if (!model_) {
         throw std::invalid_argument("llama.cpp could not load '" + path + "' (architecture '" +

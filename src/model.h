@@ -27,7 +27,10 @@ GgufInfo inspect_gguf(const std::string & path);
 // back several contexts, also from several threads.
 class Model {
 public:
-    explicit Model(const std::string & path, int n_gpu_layers = -1);
+    // repack: let llama.cpp's CPU backend repack quantized weights for speed. Its repacked kernels
+    // round differently for different batch shapes, so greedy speculative output can then differ
+    // from plain decoding at near-ties; repack = false keeps them bit-identical.
+    explicit Model(const std::string & path, int n_gpu_layers = -1, bool repack = true);
 
     llama_model * get() const { return model_.get(); }
     const llama_vocab * vocab() const { return llama_model_get_vocab(model_.get()); }

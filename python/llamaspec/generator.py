@@ -17,13 +17,18 @@ Model = _core.Model
 ModelLike = Union[str, "os.PathLike[str]", Model]
 
 
-def load_model(model: ModelLike, n_gpu_layers: int = -1) -> Model:
-    """A loaded model as it is, or load a GGUF path (ValueError if missing, not a GGUF or unloadable)."""
+def load_model(model: ModelLike, n_gpu_layers: int = -1, repack: bool = True) -> Model:
+    """A loaded model as it is, or load a GGUF path (ValueError if missing, not a GGUF or unloadable).
+
+    ``repack=False`` turns off llama.cpp's CPU weight repacking: its kernels round differently for
+    different batch shapes, which can flip a near-tie argmax between a verification batch and plain
+    one-token decoding of a quantized model. Off, greedy speculative output is bit-identical.
+    """
     if isinstance(model, Model):
         return model
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"expected a GGUF path or a llamaspec.Model, got {type(model).__name__}")
-    return Model(os.fspath(model), n_gpu_layers)
+    return Model(os.fspath(model), n_gpu_layers, repack)
 
 
 @dataclass(frozen=True)

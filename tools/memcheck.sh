@@ -18,7 +18,7 @@ python_bin=$(python -c "import os, sys; print(os.path.realpath(sys.executable))"
 PYTHONMALLOC=malloc valgrind --leak-check=full --show-leak-kinds=definite,indirect \
     --log-file="$log" "$python_bin" -m pytest -q -x -p no:cacheprovider "$@"
 # a loss record or an error counts as ours when one of its frames is in our code or llama.cpp
-ours=$(awk '/^==[0-9]+== ([A-Z]|[0-9,]+ bytes in)/{if (block ~ /(llamaspec|_core\.|llama_|ggml_|common_)/) n++; block=""} {block = block $0 "\n"} END {print n+0}' "$log")
+ours=$(awk '/^==[0-9]+== ([A-Z]|[0-9,]+ bytes in)/{if (block ~ /(llamaspec|llama_[a-z]|ggml_[a-z]|common_[a-z]|gguf_[a-z])/) n++; block=""} {block = block $0 "\n"} END {print n+0}' "$log")
 grep -E "definitely lost|indirectly lost|ERROR SUMMARY" "$log" | tail -3
 echo "memcheck: $ours error/leak record(s) involving llamaspec or llama.cpp (log: $log)"
 [ "$ours" -eq 0 ]

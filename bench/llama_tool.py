@@ -89,16 +89,16 @@ def _run(command: list[str], marker: re.Pattern, attempts: int = 5) -> tuple[byt
     raise RuntimeError(f"{Path(command[0]).name} printed incomplete output {attempts} times: {' '.join(command)}")
 
 
-def _common_args(target: str, prompt: str, n_predict: int, threads: int, n_ctx: int) -> list[str]:
+def _common_args(target: str, prompt: str, n_predict: int, threads: int, n_ctx: int, repack: bool) -> list[str]:
     return ["-m", target, "-p", prompt, "--no-escape", "-n", str(n_predict), "--temp", "0", "-s", "0",
-            "-t", str(threads), "-c", str(n_ctx), "-b", str(n_ctx)]
+            "-t", str(threads), "-c", str(n_ctx), "-b", str(n_ctx), *([] if repack else ["--no-repack"])]
 
 
 def run_speculative(binary: Path, target: str, draft: Optional[str], spec_type: str, n_max: int,
-                    ngram_size_n: int, prompt: str, n_predict: int, threads: int, n_ctx: int,
+                    ngram_size_n: int, prompt: str, n_predict: int, threads: int, n_ctx: int, repack: bool,
                     record_rounds: bool = False) -> ToolRun:
     """``llama-speculative-simple``; ``record_rounds`` turns on debug logging to read every round."""
-    command = [str(binary), *_common_args(target, prompt, n_predict, threads, n_ctx),
+    command = [str(binary), *_common_args(target, prompt, n_predict, threads, n_ctx, repack),
                "--spec-type", spec_type, "--spec-draft-n-max", str(n_max),
                "--spec-ngram-simple-size-n", str(ngram_size_n), "--spec-ngram-simple-size-m", str(n_max)]
     if draft is not None:
@@ -123,14 +123,14 @@ def run_speculative(binary: Path, target: str, draft: Optional[str], spec_type: 
 
 
 def run_completion(binary: Path, target: str, prompt: str, n_predict: int, threads: int, n_ctx: int,
-                   ubatch: int) -> ToolRun:
+                   repack: bool, ubatch: int) -> ToolRun:
     """``llama-completion -no-cnv``: plain greedy decoding of the target.
 
     ``ubatch`` = prompt tokens - 1 makes it decode the last prompt token on its own, as
     llama-speculative-simple and llamaspec do (they keep it for the first round): with CPU weight
     repacking the batch shape changes the rounding, which can flip near-tie greedy choices.
     """
-    command = [str(binary), *_common_args(target, prompt, n_predict, threads, n_ctx),
+    command = [str(binary), *_common_args(target, prompt, n_predict, threads, n_ctx, repack),
                "-ub", str(ubatch), "-no-cnv", "--no-display-prompt"]
     stdout, stderr = _run(command, _EVAL)
     evaluated, sampling = _EVAL.search(stderr), _SAMPLING.search(stderr)

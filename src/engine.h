@@ -5,6 +5,7 @@
 #include "drafter.h"
 #include "model.h"
 #include "sampling.h"
+#include "scheduler.h"
 #include "stats.h"
 
 #include <atomic>
@@ -20,6 +21,7 @@ struct EngineConfig {
     int32_t n_ctx = 4096;
     int32_t n_threads = 0;  // 0: llama.cpp's default
     int32_t ngram_size_n = 3;
+    std::string schedule = "fixed";  // "fixed": always n_max; "confidence": see scheduler.h
 };
 
 enum class StopReason { None, MaxTokens, EndOfGeneration, ContextFull };
@@ -32,6 +34,8 @@ public:
     const Model & target() const { return *target_; }
     common_speculative_type spec_type() const { return drafter_->type(); }
     int32_t n_max() const { return drafter_->n_max(); }
+    // null for the fixed schedule
+    const Scheduler * scheduler() const { return scheduler_.get(); }
     // the context size asked for (llama.cpp pads its cache to a multiple of 256; we keep to this)
     int32_t n_ctx() const { return n_ctx_; }
 
@@ -61,6 +65,8 @@ private:
     float * logits_at(int32_t batch_index);
     // greedy or sampled verification of draft_tokens_; fills `out` with accepted drafts + one more token
     int32_t verify(std::vector<llama_token> & out);
+    // start-up measurement for the scheduler: target passes over 1..n_max+1 tokens, draft steps
+    CostModel measure_costs();
 
     ModelPtr target_;
     ModelPtr draft_;
@@ -68,6 +74,7 @@ private:
     // declaration order is destruction order reversed: the drafter refers to the target context
     llama_context_ptr ctx_tgt_;
     std::unique_ptr<Drafter> drafter_;
+    std::unique_ptr<Scheduler> scheduler_;
     common_batch batch_;
 
     std::vector<llama_token> history_;  // tokens already in the target KV cache
@@ -78,6 +85,7 @@ private:
 
     std::vector<llama_token> generated_;
     llama_tokens draft_tokens_;
+    std::vector<float> draft_confidence_;
     RoundLog rounds_;
     StopReason stop_reason_ = StopReason::None;
     bool ignore_eos_ = false;

@@ -107,7 +107,7 @@ def extract_tree(sdist: Path, dest: Path) -> None:
         if not (staging / "include" / "llama.h").exists():
             raise FetchError("the extracted tree has no include/llama.h")
         apply_patches(staging)
-        (staging / STAMP).write_text(f"{SDIST_NAME} {SDIST_SHA256} {LLAMA_CPP_COMMIT}\n")
+        (staging / STAMP).write_text(stamp_text())
         if dest.exists():
             shutil.rmtree(dest)
         staging.rename(dest)
@@ -116,9 +116,21 @@ def extract_tree(sdist: Path, dest: Path) -> None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
+def our_patches() -> list[Path]:
+    return sorted((REPO_ROOT / "patches").glob("*.patch"))
+
+
+def stamp_text() -> str:
+    """What the stamp of a finished tree says: the sdist, and a digest of the patches applied to it."""
+    digest = hashlib.sha256()
+    for patch in our_patches():
+        digest.update(patch.name.encode() + b"\0" + patch.read_bytes())
+    return f"{SDIST_NAME} {SDIST_SHA256} {LLAMA_CPP_COMMIT} patches:{digest.hexdigest()[:16]}\n"
+
+
 def apply_patches(tree: Path) -> None:
     """Apply patches/*.patch (ours, small and reviewed) in name order."""
-    for patch in sorted((REPO_ROOT / "patches").glob("*.patch")):
+    for patch in our_patches():
         result = subprocess.run(["patch", "-p1", "-N", "-i", str(patch)], cwd=tree, capture_output=True, text=True)
         if result.returncode != 0:
             raise FetchError(f"patch {patch.name} does not apply: {result.stdout.strip()[-400:]}")
@@ -127,9 +139,11 @@ def apply_patches(tree: Path) -> None:
 
 def ensure_tree(dest: Path, cache_dir: Path) -> Path:
     stamp = dest / STAMP
-    if stamp.exists() and SDIST_SHA256 in stamp.read_text():
+    if stamp.exists() and stamp.read_text() == stamp_text():
         return dest
-    if dest.exists() and any(dest.iterdir()):
+    if stamp.exists():
+        print("llamaspec: the patches changed since the tree was extracted: extracting it again", flush=True)
+    elif dest.exists() and any(dest.iterdir()):
         raise FetchError(f"{dest} exists but was not made by this script; remove it or set LLAMASPEC_LLAMA_CPP_DIR")
     sdist = download_sdist(cache_dir)
     verify(sdist)
@@ -154,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.sdist:
             verify(args.sdist)
-            if not (args.dest / STAMP).exists():
+            if not (args.dest / STAMP).exists() or (args.dest / STAMP).read_text() != stamp_text():
                 extract_tree(args.sdist, args.dest)
         else:
             ensure_tree(args.dest, args.cache_dir)

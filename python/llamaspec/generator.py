@@ -65,6 +65,11 @@ class Generator:
         n_ctx: context size in tokens (prompt + generated).
         n_threads: CPU threads (``None``: llama.cpp's default).
         ngram_size_n: key length of the n-gram drafters.
+        schedule: ``"fixed"`` drafts n_max tokens every round; ``"confidence"`` chooses the depth
+            per round (0..n_max, 0 = no drafting) to maximise expected tokens per second, from
+            target/draft costs measured when the Generator is made and the drafter's confidence
+            (DSpark confidence head, else the draft's top-token probability) calibrated online
+            against observed acceptance. Output is unchanged; see ``stats.chosen_depth``.
         verbose: show llama.cpp's informational logs.
 
     Greedy decoding is lossless: the output equals the target decoding alone, token for token.
@@ -73,7 +78,7 @@ class Generator:
 
     def __init__(self, target: ModelLike, draft: Optional[ModelLike] = None, n_max: int = 8,
                  spec_type: str = "auto", n_ctx: int = 4096, n_threads: Optional[int] = None,
-                 ngram_size_n: int = 3, verbose: bool = False) -> None:
+                 ngram_size_n: int = 3, schedule: str = "fixed", verbose: bool = False) -> None:
         for name, value in (("n_max", n_max), ("n_ctx", n_ctx), ("ngram_size_n", ngram_size_n)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -83,10 +88,13 @@ class Generator:
             raise ValueError(f"n_threads must be a positive int or None, got {n_threads!r}")
         if not isinstance(spec_type, str):
             raise TypeError("spec_type must be a string")
+        if schedule not in ("fixed", "confidence"):
+            raise ValueError(f"schedule must be 'fixed' or 'confidence', got {schedule!r}")
         _core.set_verbose(verbose)
         self.target = load_model(target)
         self.draft = None if draft is None else load_model(draft)
-        self._engine = _core.Engine(self.target, self.draft, spec_type, n_max, n_ctx, n_threads or 0, ngram_size_n)
+        self._engine = _core.Engine(self.target, self.draft, spec_type, n_max, n_ctx, n_threads or 0, ngram_size_n,
+                                    schedule)
 
     # --- properties --------------------------------------------------------------------------
     @property
@@ -101,6 +109,23 @@ class Generator:
     @property
     def n_ctx(self) -> int:
         return self._engine.n_ctx
+
+    @property
+    def schedule(self) -> str:
+        """``"fixed"`` or ``"confidence"``."""
+        return self._engine.schedule
+
+    @property
+    def scheduler_state(self) -> dict:
+        """The confidence scheduler's view (empty dict for the fixed schedule).
+
+        ``verify_seconds[n]``: running cost of a target pass over n tokens (index 0 unused);
+        ``draft_step_seconds``: one draft-model step (draft-simple); ``bin_accepted``/``bin_seen``:
+        decayed acceptance counts per confidence decile; ``position_accepted``/``position_seen``: per
+        draft position; ``drafting_on``: whether drafting currently pays (else it probes now and then).
+        """
+        state = self._engine.scheduler_state()
+        return {k: np.asarray(v) if isinstance(v, list) else v for k, v in state.items()}
 
     # --- text <-> tokens -----------------------------------------------------------------------
     def tokenize(self, text: Union[str, bytes], add_special: bool = True) -> list:
@@ -226,5 +251,6 @@ class Generator:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else f"spec_type={self.spec_type!r}, n_max={self.n_max}, n_ctx={self.n_ctx}"
+        state = "closed" if self.closed else (f"spec_type={self.spec_type!r}, n_max={self.n_max}, "
+                                              f"schedule={self.schedule!r}, n_ctx={self.n_ctx}")
         return f"Generator(target={self.target.path!r}, {state})"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -17,6 +17,12 @@ class SpecStats:
     accepted drafts plus the target's own bonus token; fewer only at an end-of-generation token).
     Position i (1-based) of round r was *drafted* when ``drafted[r] >= i`` and *accepted* when
     ``accepted[r] >= i``; acceptance is a prefix, so ``P[i] = accepted at i / drafted at i``.
+
+    ``proposed[r]`` is how many tokens the drafter produced; ``drafted[r]`` (also
+    ``chosen_depth``) how many of them were verified: equal under the fixed schedule, fewer (0 when
+    the round skipped drafting) where the confidence scheduler cut the draft. ``confidence`` holds
+    the drafter's confidence of every proposed token (rounds concatenated; NaN for n-gram drafts):
+    the DSpark confidence head where the draft has one, else the draft's top-token probability.
     """
 
     n_max: int
@@ -27,10 +33,16 @@ class SpecStats:
     draft_seconds: np.ndarray
     verify_seconds: np.ndarray
     prefill_seconds: float = 0.0
+    proposed: Optional[np.ndarray] = None
+    confidence: Optional[np.ndarray] = None
     _positions: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_positions", np.arange(1, max(self.n_max, 1) + 1))
+        if self.proposed is None:
+            object.__setattr__(self, "proposed", self.drafted.copy())
+        if self.confidence is None:
+            object.__setattr__(self, "confidence", np.full(int(self.proposed.sum()), np.nan, dtype=np.float32))
 
     @classmethod
     def from_log(cls, log: Mapping[str, Sequence[float]], n_max: int, spec_type: str,
@@ -44,6 +56,8 @@ class SpecStats:
             draft_seconds=np.asarray(log["draft_seconds"], dtype=np.float64),
             verify_seconds=np.asarray(log["verify_seconds"], dtype=np.float64),
             prefill_seconds=prefill_seconds,
+            proposed=np.asarray(log["proposed"], dtype=np.int32) if "proposed" in log else None,
+            confidence=np.asarray(log["confidence"], dtype=np.float32) if "confidence" in log else None,
         )
 
     # --- counts ---------------------------------------------------------------------------
@@ -63,6 +77,16 @@ class SpecStats:
     @property
     def n_accepted(self) -> int:
         return int(self.accepted.sum())
+
+    @property
+    def chosen_depth(self) -> np.ndarray:
+        """Draft tokens verified per round: the depth the schedule chose (0: drafting skipped)."""
+        return self.drafted
+
+    @property
+    def round_confidence(self) -> list:
+        """The drafter's confidences, one array per round (its proposed tokens, in order)."""
+        return np.split(self.confidence, np.cumsum(self.proposed)[:-1]) if self.rounds else []
 
     @property
     def drafted_at(self) -> np.ndarray:
@@ -118,6 +142,8 @@ class SpecStats:
             "generated": self.n_generated,
             "drafted": self.n_drafted,
             "accepted": self.n_accepted,
+            "proposed": int(self.proposed.sum()),
+            "rounds_without_draft": int((self.drafted == 0).sum()),
             "acceptance_rate": self.acceptance_rate,
             "mean_accepted_length": self.mean_accepted_length,
             "tokens_per_second": self.tokens_per_second,

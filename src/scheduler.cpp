@@ -1,0 +1,195 @@
+#include "scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace llamaspec {
+
+namespace {
+
+constexpr double kCostSmoothing = 0.1;      // weight of a new timing in the running cost
+constexpr double kCountDecay = 0.98;        // forgetting of old acceptance observations
+constexpr double kPriorWeight = 2.0;        // pseudo-observations behind each prior
+constexpr double kPositionPrior = 0.5;      // acceptance assumed at a position never seen
+constexpr double kGainSmoothing = 0.2;      // weight of a drafted round in the running gain
+constexpr double kProbeGainSmoothing = 0.5; // a probe weighs more: the gain may have changed since
+constexpr int32_t kMaxBackoff = 64;
+// a probe's catch-up (the draft model reading what it skipped) may cost at most this share of
+// the time spent since the last probe
+constexpr double kCatchUpShare = 0.03;
+
+void blend(double & running, double value, double weight) { running += weight * (value - running); }
+
+}  // namespace
+
+// --- CostModel ------------------------------------------------------------------------------
+
+CostModel::CostModel(int32_t n_max) : verify_((size_t) n_max + 2, 0.0) {}
+
+void CostModel::set_verify(int32_t n_tokens, double seconds) { verify_.at(n_tokens) = seconds; }
+
+void CostModel::observe_verify(int32_t n_tokens, double seconds) {
+    if (n_tokens >= 1 && n_tokens < (int32_t) verify_.size() && seconds > 0) {
+        blend(verify_[n_tokens], seconds, kCostSmoothing);
+    }
+}
+
+void CostModel::observe_draft_step(double seconds) {
+    if (seconds > 0) {
+        blend(draft_step_, seconds, kCostSmoothing);
+    }
+}
+
+void CostModel::observe_catch_up(int32_t n_tokens, double seconds) {
+    if (n_tokens > 0 && seconds > 0) {
+        const double per_token = seconds / n_tokens;
+        if (catch_up_per_token_ == 0.0) {
+            catch_up_per_token_ = per_token;
+        } else {
+            blend(catch_up_per_token_, per_token, kCostSmoothing);
+        }
+    }
+}
+
+// --- AcceptanceCalibration ------------------------------------------------------------------
+
+AcceptanceCalibration::AcceptanceCalibration(int32_t n_max)
+    : bin_hits_(kBins, 0.0), bin_seen_(kBins, 0.0), pos_hits_(std::max(n_max, 1), 0.0),
+      pos_seen_(std::max(n_max, 1), 0.0) {}
+
+namespace {
+
+int32_t bin_of(float confidence) {
+    return std::clamp((int32_t) (confidence * AcceptanceCalibration::kBins), 0, AcceptanceCalibration::kBins - 1);
+}
+
+}  // namespace
+
+double AcceptanceCalibration::predict(int32_t position, float confidence) const {
+    if (std::isnan(confidence)) {
+        const size_t p = std::min<size_t>(position, pos_seen_.size() - 1);
+        return (pos_hits_[p] + kPositionPrior * kPriorWeight) / (pos_seen_[p] + kPriorWeight);
+    }
+    // before any evidence, a confidence is taken at its word (the bin's centre)
+    const int32_t b = bin_of(confidence);
+    const double centre = (b + 0.5) / kBins;
+    return (bin_hits_[b] + centre * kPriorWeight) / (bin_seen_[b] + kPriorWeight);
+}
+
+void AcceptanceCalibration::observe(int32_t position, float confidence, bool accepted) {
+    auto count = [accepted](double & hits, double & seen) {
+        hits = kCountDecay * hits + (accepted ? 1.0 : 0.0);
+        seen = kCountDecay * seen + 1.0;
+    };
+    const size_t p = std::min<size_t>(position, pos_seen_.size() - 1);
+    count(pos_hits_[p], pos_seen_[p]);
+    if (!std::isnan(confidence)) {
+        const int32_t b = bin_of(confidence);
+        count(bin_hits_[b], bin_seen_[b]);
+    }
+}
+
+// --- Scheduler ------------------------------------------------------------------------------
+
+Scheduler::Scheduler(CostModel costs, bool sequential)
+    : costs_(std::move(costs)), calibration_(costs_.n_max()), sequential_(sequential) {
+    if (costs_.verify(1) <= 0) {
+        throw std::logic_error("the cost model has no one-token target pass time");
+    }
+}
+
+int32_t Scheduler::plan(int32_t n_max, int32_t n_pending) {
+    survival_ = 1.0;
+    probing_ = false;
+    round_limit_ = 0;
+    if (n_max <= 0) {
+        return 0;
+    }
+    if (gain_ <= 0.0) {
+        ++skipped_;
+        const bool catch_up_affordable = n_pending * costs_.catch_up_per_token() <= kCatchUpShare * skipped_seconds_;
+        if (tried_ && (skipped_ < backoff_ || !catch_up_affordable)) {
+            return 0;
+        }
+        tried_ = true;
+        skipped_ = 0;
+        skipped_seconds_ = 0.0;
+        probing_ = true;
+    }
+    round_limit_ = std::min(n_max, costs_.n_max());
+    return round_limit_;
+}
+
+bool Scheduler::keep_drafting(int32_t index, float confidence) {
+    survival_ *= calibration_.predict(index, confidence);
+    const int32_t next = index + 1;
+    if (next >= round_limit_) {
+        return false;
+    }
+    if (!sequential_ || probing_) {
+        return true;  // the rest of the block costs nothing more; a probe drafts and verifies it all
+    }
+    // draft token `next` only if its expected yield pays for its draft step and its verification
+    const double expected = survival_ * calibration_.predict(next, NAN);
+    const double seconds = costs_.draft_step() + costs_.verify(next + 2) - costs_.verify(next + 1);
+    return expected >= rho0() * seconds;
+}
+
+int32_t Scheduler::verify_depth(const std::vector<float> & confidence) const {
+    const int32_t n = std::min<int32_t>((int32_t) confidence.size(), costs_.n_max());
+    if (probing_) {
+        return n;  // an experiment: the calibration only learns from tokens the target judged
+    }
+    const double rho = rho0();
+    double survival = 1.0, yield = 0.0, best = 0.0;
+    int32_t best_depth = 0;
+    for (int32_t d = 1; d <= n; ++d) {
+        survival *= calibration_.predict(d - 1, confidence[d - 1]);
+        yield += survival;
+        const double net = yield - rho * (costs_.verify(d + 1) - costs_.verify(1));
+        if (net > best) {
+            best = net;
+            best_depth = d;
+        }
+    }
+    return best_depth;
+}
+
+void Scheduler::observe(const std::vector<float> & confidence, int32_t n_verified, int32_t n_accepted,
+                        int32_t n_emitted, double draft_seconds, double verify_seconds) {
+    costs_.observe_verify(n_verified + 1, verify_seconds);
+    if (sequential_ && !confidence.empty()) {
+        costs_.observe_draft_step((draft_seconds - catch_up_seconds_) / (double) confidence.size());
+    }
+    catch_up_seconds_ = 0.0;
+    // acceptance is a prefix: tokens past the first rejection were never judged
+    for (int32_t i = 0; i < n_verified && i <= n_accepted; ++i) {
+        calibration_.observe(i, confidence[i], i < n_accepted);
+    }
+    const bool probe = probing_;
+    probing_ = false;
+    if (round_limit_ == 0) {
+        skipped_seconds_ += verify_seconds;
+        return;  // a plain round: no evidence about drafting
+    }
+    if (confidence.empty()) {
+        if (probe) {
+            tried_ = false;  // the drafter found nothing to propose (n-gram): probe again next round
+        }
+        return;
+    }
+    const double gain = n_emitted - rho0() * (draft_seconds + verify_seconds);
+    blend(gain_, gain, probe ? kProbeGainSmoothing : kGainSmoothing);
+    if (probe) {
+        backoff_ = gain_ > 0.0 ? 2 : std::min(2 * backoff_, kMaxBackoff);
+    }
+}
+
+
+void Scheduler::observe_catch_up(int32_t n_tokens, double seconds) {
+    costs_.observe_catch_up(n_tokens, seconds);
+    catch_up_seconds_ = seconds;
+}
+
+}  // namespace llamaspec

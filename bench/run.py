@@ -156,7 +156,9 @@ def run_task(gen: llamaspec.Generator, suite: Suite, mode: Mode, prompt: str,
         result = gen.generate(prompt, suite.max_tokens)
         wall = time.perf_counter() - t0
         runs.append((wall - result.stats.prefill_seconds, wall, result))
-        if result.tokens != runs[0][2].tokens:
+        # the scheduler's verification batch sizes follow measured times, and on CPU the kernels round
+        # differently per batch shape (see NOTES): its text may differ at near-ties from run to run
+        if result.tokens != runs[0][2].tokens and mode.schedule == "fixed":
             raise RuntimeError(f"llamaspec is not deterministic on {prompt[:40]!r}")
     decode, wall, result = min(runs, key=lambda run: run[0])
     stats = result.stats
@@ -164,7 +166,8 @@ def run_task(gen: llamaspec.Generator, suite: Suite, mode: Mode, prompt: str,
         "llamaspec": {**stats.summary(), "stop_reason": result.stop_reason, "wall_s": wall, "decode_s": decode,
                       "tokens_per_second": stats.n_generated / decode, "text": result.text,
                       "drafted_at": stats.drafted_at.tolist(), "accepted_at": stats.accepted_at.tolist(),
-                      "depth_counts": np.bincount(stats.chosen_depth, minlength=stats.n_max + 1).tolist()},
+                      "depth_counts": np.bincount(stats.chosen_depth, minlength=stats.n_max + 1).tolist(),
+                      "same_text_every_run": all(run[2].tokens == result.tokens for run in runs)},
     }
     if tools is None or mode.schedule != "fixed":  # llama.cpp has no confidence scheduler to compare with
         return row

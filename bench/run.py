@@ -49,6 +49,12 @@ NOTES = (
     "it for Gemma, not all (its Q5_0/Q8_0 tensors). For the same reason llama-completion gets "
     "`-ub <prompt tokens - 1>`: it then decodes the last prompt token alone, as llama-speculative-simple and "
     "llamaspec do.",
+    "Scheduled modes (`*-sched`, `schedule=\"confidence\"`) have no llama.cpp counterpart, so they have no "
+    "llama.cpp columns. Each mode's Generator serves all tasks in turn after one warm-up generation, so what "
+    "the scheduler learnt (costs, calibration, whether drafting pays) carries from task to task, as in a "
+    "server. Their verification batch sizes follow measured times, so with repacked weights their text may "
+    "differ at near-ties from run to run (column *same text every run* in results.json). Rows whose mode "
+    "skips drafting do the same work as `none`: their spread around 1.00x shows the timing noise.",
 )
 
 

@@ -168,6 +168,9 @@ void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams
     n_past_ = (llama_pos) history_.size();
 
     drafter_->begin(history_);
+    if (scheduler_) {
+        scheduler_->begin_generation();
+    }
     // llama.cpp may round the context up past n_batch: feed the prompt in n_batch chunks
     const size_t n_batch = llama_n_batch(ctx_tgt_.get());
     for (size_t begin = 0; begin < history_.size(); begin += n_batch) {

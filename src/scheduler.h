@@ -69,6 +69,9 @@ public:
     // cost per position and are only truncated before verification.
     Scheduler(CostModel costs, bool sequential);
 
+    // A new prompt may draft differently: while drafting is off, probe again soon (what was
+    // learnt about costs and acceptance is kept).
+    void begin_generation() { backoff_ = 1; }
     // Before drafting: the most tokens to draft this round, 0 to skip drafting. n_pending: target
     // tokens the draft model must catch up on before it can draft (deferred draft-model input).
     int32_t plan(int32_t n_max, int32_t n_pending = 0);

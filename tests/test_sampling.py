@@ -124,7 +124,8 @@ def test_scheduled_sampling_matches_target(models, target_model, plain_samples, 
             drafted += result.stats.n_drafted
             cut += int((result.stats.proposed - result.stats.drafted).sum())
     print(f"scheduled {name}: {drafted} tokens verified, {cut} drafted but cut")
-    assert drafted > N_SAMPLES // 5 and cut > 0  # verified drafts, and the schedule really truncated some
+    # verified drafts, and the schedule really truncated some (how many depends on the measured costs)
+    assert drafted > 100 and cut > 0
     for stat, p_value, dof in distribution_tests(spec, plain_samples[name]):
         print(f"scheduled draft-simple {name}: chi2 {stat:.1f}, dof {dof}, p {p_value:.3g} (N={N_SAMPLES} each)")
         assert p_value > P_THRESHOLD

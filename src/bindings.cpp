@@ -347,12 +347,14 @@ NB_MODULE(_core, m) {
                 return 0;
             });
         }, "on"_a, "TEST ONLY: accept every draft unverified (breaks losslessness).")
-        .def("_set_debug_always_draft", [](EngineHandle & h, bool on) {
+        .def("_set_debug_schedule", [](EngineHandle & h, bool always_draft, const std::vector<double> & verify_seconds) {
             h.with_engine([&](Engine & e) {
-                e.set_debug_always_draft(on);
+                e.set_debug_schedule(always_draft, verify_seconds);
                 return 0;
             });
-        }, "on"_a, "TEST ONLY: the confidence scheduler drafts every round (depths still chosen per round).")
+        }, "always_draft"_a, "verify_seconds"_a = std::vector<double>(),
+           "TEST ONLY: the confidence scheduler drafts every round (depths still chosen per round), "
+           "with the given target pass costs (index n-1: n tokens) instead of measured ones when given.")
         .def("run", [](EngineHandle & h, int max_new_tokens, int max_rounds, bool ignore_eos) {
             return h.with_engine([&](Engine & e) {
                 nb::gil_scoped_release release;

@@ -193,6 +193,7 @@ void Drafter::begin(const llama_tokens & prompt_history) {
     if (!spec_) {
         throw std::runtime_error("llama.cpp could not initialise the '" + type_name(type_) + "' drafter");
     }
+    common_speculative_set_deferred_process(spec_.get(), defer_process_ && is_block_head(type_));
     common_speculative_begin(spec_.get(), 0, prompt_history);
 }
 
@@ -200,7 +201,7 @@ void Drafter::process(const common_batch & batch) {
     if (!spec_) {
         return;
     }
-    if (defer_process_) {
+    if (defer_process_ && sequential()) {
         for (const auto & t : batch.tokens) {
             pending_.emplace_back(t.id, t.pos[0]);
         }
@@ -273,6 +274,7 @@ void Drafter::accept(int32_t n_accepted, llama_pos n_past) {
     while (!pending_.empty() && pending_.back().second >= n_past) {
         pending_.pop_back();
     }
+    common_speculative_discard_deferred(spec_.get(), 0, n_past);
     common_speculative_accept(spec_.get(), 0, (uint16_t) n_accepted);
     if (ctx_dft_) {
         llama_memory_seq_rm(llama_get_memory(ctx_dft_.get()), 0, n_past, -1);

@@ -42,9 +42,10 @@ public:
     // Feed a batch that the target just decoded (the drafter may read the target's hidden states).
     void process(const common_batch & batch);
 
-    // Draft-model drafters only: hold target batches back until the next draft, then feed the
-    // accepted ones in one batch. Rounds without drafting then cost the draft model nothing.
-    void set_deferred_process(bool on) { defer_process_ = on && type_ == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE; }
+    // Hold the drafter's input back until the next draft and feed the accepted part in one batch,
+    // so that rounds without drafting cost the drafter (almost) nothing: a draft model's tokens here,
+    // a DFlash/DSpark head's target features inside llama.cpp (patches/0001).
+    void set_deferred_process(bool on) { defer_process_ = on; }
     // Deferred target tokens the draft model has yet to read, and what the last catch-up cost.
     int32_t n_pending() const { return (int32_t) pending_.size(); }
     int32_t last_catch_up_tokens() const { return last_catch_up_tokens_; }

@@ -46,11 +46,12 @@ public:
     // Test-only: accept every drafted token unverified (breaks losslessness on purpose, to show
     // that the distribution tests can detect a broken acceptance step).
     void set_debug_accept_all(bool on) { debug_accept_all_ = on; }
-    // Test-only: the confidence scheduler never skips drafting (it still truncates).
-    void set_debug_always_draft(bool on) {
-        if (scheduler_) {
-            scheduler_->set_always_draft(on);
+    // Test-only: see Scheduler::set_debug_schedule.
+    void set_debug_schedule(bool always_draft, const std::vector<double> & verify_seconds) {
+        if (!scheduler_) {
+            throw std::logic_error("this Generator has no confidence scheduler");
         }
+        scheduler_->set_debug_schedule(always_draft, verify_seconds);
     }
 
     // Run rounds until max_new_tokens were generated in total, an end-of-generation token

@@ -15,9 +15,9 @@ constexpr double kPositionPrior = 0.5;      // acceptance assumed at a position 
 constexpr double kGainSmoothing = 0.2;      // weight of a drafted round in the running gain
 constexpr double kProbeGainSmoothing = 0.5; // a probe weighs more: the gain may have changed since
 constexpr int32_t kMaxBackoff = 64;
-// a probe's catch-up (the draft model reading what it skipped) may cost at most this share of
-// the time spent since the last probe
-constexpr double kCatchUpShare = 0.03;
+// a probe (its extra drafting and verification, and the drafter catching up on what it skipped)
+// may cost at most this share of the time spent since the last probe
+constexpr double kProbeShare = 0.02;
 
 void blend(double & running, double value, double weight) { running += weight * (value - running); }
 
@@ -108,8 +108,8 @@ int32_t Scheduler::plan(int32_t n_max, int32_t n_pending) {
     }
     if (gain_ <= 0.0 && !always_draft_) {
         ++skipped_;
-        const bool catch_up_affordable = n_pending * costs_.catch_up_per_token() <= kCatchUpShare * skipped_seconds_;
-        if (tried_ && (skipped_ < backoff_ || !catch_up_affordable)) {
+        const double probe_cost = probe_overhead_ + n_pending * costs_.catch_up_per_token();
+        if (tried_ && (skipped_ < backoff_ || probe_cost > kProbeShare * skipped_seconds_)) {
             return 0;
         }
         tried_ = true;
@@ -127,8 +127,8 @@ bool Scheduler::keep_drafting(int32_t index, float confidence) {
     if (next >= round_limit_) {
         return false;
     }
-    if (!sequential_ || probing_) {
-        return true;  // the rest of the block costs nothing more; a probe drafts and verifies it all
+    if (!sequential_) {
+        return true;  // the rest of the block costs nothing more to draft
     }
     // draft token `next` only if its expected yield pays for its draft step and its verification
     const double expected = survival_ * calibration_.predict(next, NAN);
@@ -138,9 +138,6 @@ bool Scheduler::keep_drafting(int32_t index, float confidence) {
 
 int32_t Scheduler::verify_depth(const std::vector<float> & confidence) const {
     const int32_t n = std::min<int32_t>((int32_t) confidence.size(), costs_.n_max());
-    if (probing_) {
-        return n;  // an experiment: the calibration only learns from tokens the target judged
-    }
     const double rho = rho0();
     double survival = 1.0, yield = 0.0, best = 0.0;
     int32_t best_depth = 0;
@@ -153,13 +150,29 @@ int32_t Scheduler::verify_depth(const std::vector<float> & confidence) const {
             best_depth = d;
         }
     }
-    return best_depth;
+    // a probe verifies at least one token: the calibration only learns from tokens the target judged
+    return probing_ ? std::max(best_depth, std::min<int32_t>(n, 1)) : best_depth;
+}
+
+void Scheduler::set_debug_schedule(bool always_draft, const std::vector<double> & verify_seconds) {
+    always_draft_ = always_draft;
+    costs_frozen_ = !verify_seconds.empty();
+    if (costs_frozen_) {
+        costs_.set_draft_step(0.0);
+    }
+    for (size_t n = 0; n < verify_seconds.size() && (int32_t) n < costs_.n_max() + 1; ++n) {
+        costs_.set_verify((int32_t) n + 1, verify_seconds[n]);
+    }
 }
 
 void Scheduler::observe(const std::vector<float> & confidence, int32_t n_verified, int32_t n_accepted,
                         int32_t n_emitted, double draft_seconds, double verify_seconds) {
-    costs_.observe_verify(n_verified + 1, verify_seconds);
-    if (sequential_ && !confidence.empty()) {
+    if (costs_frozen_) {
+        draft_seconds = verify_seconds = 0.0;  // decisions from the given costs only
+    } else {
+        costs_.observe_verify(n_verified + 1, verify_seconds);
+    }
+    if (sequential_ && !confidence.empty() && !costs_frozen_) {
         costs_.observe_draft_step((draft_seconds - catch_up_seconds_) / (double) confidence.size());
     }
     catch_up_seconds_ = 0.0;
@@ -183,6 +196,8 @@ void Scheduler::observe(const std::vector<float> & confidence, int32_t n_verifie
     blend(gain_, gain, probe ? kProbeGainSmoothing : kGainSmoothing);
     if (probe) {
         backoff_ = gain_ > 0.0 ? 2 : std::min(2 * backoff_, kMaxBackoff);
+        // what the probe lost against plain decoding (nothing when its tokens paid for its time)
+        probe_overhead_ = std::max(0.0, -gain) / rho0();
     }
 }
 

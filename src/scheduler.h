@@ -7,7 +7,8 @@
 // is worth  sum_{i<=d} S_i - rho0 * (V(d+1) - V(1))  tokens more than plain decoding, and a
 // sequential drafter drafts token i+1 only while its expected yield pays for its own draft
 // step. Whether to draft at all is decided from what drafted rounds actually gained
-// (tokens emitted - rho0 * seconds spent), with exponentially backed-off probes while off.
+// (tokens emitted - rho0 * seconds spent); while off, probes are backed off exponentially and
+// spaced so that they cost at most 2% of the time.
 #pragma once
 
 #include <cstdint>
@@ -85,9 +86,10 @@ public:
     // (before observe) the draft model caught up on n_tokens deferred tokens in `seconds` this round
     void observe_catch_up(int32_t n_tokens, double seconds);
 
-    // Test-only: never skip drafting (depths are still chosen per round), so that sampled-output
-    // tests exercise the truncation whatever the timings say.
-    void set_always_draft(bool on) { always_draft_ = on; }
+    // Test-only: never skip drafting (depths are still chosen per round) and, with verify_seconds
+    // (index n-1: a pass over n tokens), use those costs and stop timing rounds, so that tests of
+    // the sampled output exercise the truncation the same way whatever the machine's load.
+    void set_debug_schedule(bool always_draft, const std::vector<double> & verify_seconds);
 
     const CostModel & costs() const { return costs_; }
     const AcceptanceCalibration & calibration() const { return calibration_; }
@@ -106,9 +108,11 @@ private:
     int32_t skipped_ = 0;   // rounds skipped since drafting was last tried
     double skipped_seconds_ = 0.0;
     int32_t backoff_ = 1;   // rounds to skip before the next probe
-    bool probing_ = false;  // this round is a probe: draft and verify all n_max tokens
+    bool probing_ = false;  // this round is a probe: drafting is tried although it did not pay
+    double probe_overhead_ = 0.0;  // seconds the last probe lost against plain decoding
     bool tried_ = false;    // a probe ran (the first one waits for nothing)
     bool always_draft_ = false;
+    bool costs_frozen_ = false;
     double survival_ = 1.0; // while drafting sequentially: P(all tokens so far accepted)
     int32_t round_limit_ = 0;
     double catch_up_seconds_ = 0.0; // this round's share of the draft time spent catching up

@@ -112,11 +112,12 @@ def test_speculative_sampling_matches_target(models, target_model, plain_samples
 @pytest.mark.parametrize("name", list(SAMPLINGS))
 def test_scheduled_sampling_matches_target(models, target_model, plain_samples, name):
     """Under the confidence schedule, which verifies fewer tokens than drafted when the confidence is
-    low, the output still follows the target's distribution (drafting forced on, so every sample
-    goes through a draft and its truncation)."""
+    low, the output still follows the target's distribution. Drafting is forced on and the target
+    costs are given (each verified token costs 0.1 of a pass), so every sample goes through a draft
+    and its truncation, the same way whatever the machine's load."""
     with llamaspec.Generator(target_model, models["draft_simple"], n_max=3, n_ctx=256,
                              schedule="confidence") as gen:
-        gen._engine._set_debug_always_draft(True)
+        gen._engine._set_debug_schedule(True, [1.0, 1.1, 1.2, 1.3])
         spec, drafted, cut = [], 0, 0
         for i in range(N_SAMPLES):
             result = gen.generate(PROMPT, N_TOKENS, seed=i, ignore_eos=True, **SAMPLINGS[name])
@@ -124,8 +125,7 @@ def test_scheduled_sampling_matches_target(models, target_model, plain_samples, 
             drafted += result.stats.n_drafted
             cut += int((result.stats.proposed - result.stats.drafted).sum())
     print(f"scheduled {name}: {drafted} tokens verified, {cut} drafted but cut")
-    # verified drafts, and the schedule really truncated some (how many depends on the measured costs)
-    assert drafted > 100 and cut > 0
+    assert drafted > N_SAMPLES // 4 and cut > 0  # many drafts verified, and the schedule really cut some
     for stat, p_value, dof in distribution_tests(spec, plain_samples[name]):
         print(f"scheduled draft-simple {name}: chi2 {stat:.1f}, dof {dof}, p {p_value:.3g} (N={N_SAMPLES} each)")
         assert p_value > P_THRESHOLD

@@ -159,31 +159,49 @@ def test_calibration_learns_from_observed_acceptance():
     assert sched.predict(0, float("nan")) < 0.1
 
 
+def run_rounds(sched, n_rounds: int, draft_s: float, verify_s: float) -> list:
+    """Rounds in which drafting never pays (1 token emitted, plain pass 1 s); returns the probes' indices."""
+    probes = []
+    for r in range(n_rounds):
+        if sched.plan(4):
+            probes.append(r)
+            sched.observe([0.5], 1, 0, 1, draft_s, verify_s)
+        else:
+            sched.observe([], 0, 0, 1, 0.0, 1.0)
+    return probes
+
+
 def test_rounds_that_lose_time_turn_drafting_off_then_probe_with_backoff():
     sched = _core.Scheduler(flat_costs(4))
     assert not sched.drafting_on and sched.plan(4) == 4  # unknown at first: the first round probes
-    # every drafted round: 1 token emitted in 2 s (plain decoding: 1 token per 1 s)
-    for _ in range(10):
-        if sched.plan(4):
-            sched.observe([0.5], 1, 0, 1, 1.0, 1.05)
-        else:
-            sched.observe([], 0, 0, 1, 0.0, 1.0)
+    sched.observe([0.5], 1, 0, 1, 0.01, 1.05)  # 1 token in 1.06 s: worse than plain decoding
     assert not sched.drafting_on
-    probes = []
-    for r in range(200):
-        depth = sched.plan(4)
-        if depth:
-            probes.append(r)
-            sched.observe([0.5], 1, 0, 1, 1.0, 1.05)
-        else:
-            sched.observe([], 0, 0, 1, 0.0, 1.0)
-    gaps = np.diff(probes)
-    assert len(probes) >= 3 and (gaps[1:] >= gaps[:-1]).all() and gaps[-1] >= 32  # exponential backoff
+    probes = run_rounds(sched, 300, 0.01, 1.05)
+    gaps = np.diff([-1] + probes)
+    assert len(probes) >= 5 and (gaps[1:] >= gaps[:-1]).all() and gaps[-1] == 64  # exponential backoff
     # a probe that pays turns drafting back on
     while not sched.plan(4):
         sched.observe([], 0, 0, 1, 0.0, 1.0)
     sched.observe([0.99] * 4, 4, 4, 5, 0.1, 1.2)
     assert sched.drafting_on
+
+
+def test_dear_probes_cost_at_most_two_percent_of_the_time():
+    """A probe that costs 1.05 s more than a plain round waits for 52.5 s of plain rounds."""
+    sched = _core.Scheduler(flat_costs(4))
+    sched.plan(4)
+    sched.observe([0.5], 1, 0, 1, 1.0, 1.05)
+    probes = run_rounds(sched, 300, 1.0, 1.05)
+    gaps = np.diff([-1] + probes)
+    assert len(probes) >= 4 and (gaps >= 52).all()
+
+
+def test_probes_verify_at_least_one_token():
+    sched = _core.Scheduler(flat_costs(4, 0.9))  # verification so dear that no depth pays
+    assert sched.verify_depth([0.5, 0.5]) == 0
+    assert sched.plan(4) == 4  # the first round probes
+    assert sched.verify_depth([0.5, 0.5]) == 1
+    assert sched.verify_depth([]) == 0
 
 
 def test_sequential_drafter_stops_when_the_next_step_does_not_pay():

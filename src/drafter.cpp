@@ -210,6 +210,8 @@ void Drafter::process(const common_batch & batch) {
     if (!common_speculative_process(spec_.get(), batch)) {
         throw std::runtime_error("the drafter failed to process the target batch");
     }
+    // the draft cache may now hold positions the target rejects (not when the input is deferred)
+    dft_cache_has_tail_ = !defer_process_;
 }
 
 void Drafter::flush_pending() {
@@ -276,8 +278,9 @@ void Drafter::accept(int32_t n_accepted, llama_pos n_past) {
     }
     common_speculative_discard_deferred(spec_.get(), 0, n_past);
     common_speculative_accept(spec_.get(), 0, (uint16_t) n_accepted);
-    if (ctx_dft_) {
+    if (ctx_dft_ && dft_cache_has_tail_) {
         llama_memory_seq_rm(llama_get_memory(ctx_dft_.get()), 0, n_past, -1);
+        dft_cache_has_tail_ = false;
     }
 }
 

@@ -76,6 +76,9 @@ private:
     bool defer_process_ = false;
     std::vector<std::pair<llama_token, llama_pos>> pending_;  // deferred target tokens, in order
     common_batch pending_batch_;
+    // the draft cache may hold positions past the accepted prefix (cleared in accept(); a
+    // per-round scan of the draft cache is not free on small targets)
+    bool dft_cache_has_tail_ = false;
     int32_t last_catch_up_tokens_ = 0;
     double last_catch_up_seconds_ = 0.0;
     // declared before spec_: the speculative state refers to the draft context and goes first

@@ -94,7 +94,6 @@ public:
     const CostModel & costs() const { return costs_; }
     const AcceptanceCalibration & calibration() const { return calibration_; }
     bool drafting_on() const { return gain_ > 0.0; }
-    bool probing() const { return probing_; }
 
 private:
     double rho0() const { return 1.0 / costs_.verify(1); }

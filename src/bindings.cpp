@@ -44,7 +44,33 @@ void set_verbose(bool verbose) {
 class EngineHandle {
 public:
     EngineHandle(ModelPtr target, ModelPtr draft, const EngineConfig & config)
-        : engine_(std::make_unique<Engine>(std::move(target), std::move(draft), config)) {}
+        : engine_(std::make_unique<Engine>(std::move(target), std::move(draft), config)) {
+        // asked between rounds, with the GIL released: cancel() from any thread, or a pending signal
+        // (Ctrl-C) whose Python handler raised; the error is re-raised once the call returns
+        engine_->set_interrupt_check([this] {
+            if (cancel_.exchange(false)) {
+                return true;
+            }
+            nb::gil_scoped_acquire gil;
+            if (PyErr_CheckSignals() != 0) {
+                signal_raised_ = true;
+                return true;
+            }
+            return false;
+        });
+    }
+
+    // Stop the running generation after its current round (callable from any thread).
+    void cancel() { cancel_ = true; }
+    void clear_cancel() { cancel_ = false; }
+
+    // Call with the GIL held after a run: raises the exception a signal handler set (KeyboardInterrupt).
+    void raise_if_signalled() {
+        if (signal_raised_) {
+            signal_raised_ = false;
+            throw nb::python_error();
+        }
+    }
 
     template <typename F>
     auto with_engine(F && f) {
@@ -72,6 +98,8 @@ public:
 private:
     std::unique_ptr<Engine> engine_;
     std::atomic<bool> busy_{false};
+    std::atomic<bool> cancel_{false};
+    bool signal_raised_ = false;
 };
 
 nb::bytes to_bytes(const std::string & s) { return nb::bytes(s.data(), s.size()); }
@@ -222,19 +250,23 @@ NB_MODULE(_core, m) {
        "Seconds for (fused sampler, llama.cpp chain) to truncate and draw from every row, `repeats` times.");
 
     nb::class_<Model>(m, "Model")
-        .def(nb::new_([](const std::filesystem::path & path, int n_gpu_layers, bool repack) {
+        .def(nb::new_([](const std::filesystem::path & path, int n_gpu_layers, bool repack, bool load_mtp) {
                  nb::gil_scoped_release release;
-                 return std::make_shared<Model>(path.string(), n_gpu_layers, repack);
-             }), "path"_a, "n_gpu_layers"_a = -1, "repack"_a = true,
+                 return std::make_shared<Model>(path.string(), n_gpu_layers, repack, load_mtp);
+             }), "path"_a, "n_gpu_layers"_a = -1, "repack"_a = true, "load_mtp"_a = true,
              "Load a GGUF. repack=False disables the CPU weight repacking whose kernels round differently "
-             "per batch shape (bit-exact greedy equality with plain decoding on quantized models).")
+             "per batch shape (bit-exact greedy equality with plain decoding on quantized models). "
+             "load_mtp: also load the MTP (nextn) layers the GGUF may carry (spec_type draft-mtp).")
+        .def_prop_ro("is_eagle3_head", &Model::is_eagle3_head)
+        .def_prop_ro("has_mtp", [](const Model & model) { return model.mtp_loaded(); },
+                     "The MTP (nextn) layers are loaded, so spec_type 'draft-mtp' can use them.")
         .def_prop_ro("path", &Model::path)
         .def_prop_ro("architecture", &Model::architecture)
         .def_prop_ro("n_vocab", &Model::n_vocab)
         .def_prop_ro("n_layer", &Model::n_layer)
         .def_prop_ro("n_embd", &Model::n_embd)
         .def_prop_ro("n_ctx_train", &Model::n_ctx_train)
-        .def_prop_ro("is_draft_head", &Model::is_dflash_head)
+        .def_prop_ro("is_draft_head", [](const Model & model) { return model.is_dflash_head() || model.is_eagle3_head(); })
         .def_prop_ro("has_markov_head", [](const Model & model) { return model.info().has_markov_head; })
         .def_prop_ro("has_confidence_head", [](const Model & model) { return model.info().has_confidence_head; })
         .def("meta", &Model::meta, "key"_a, "default"_a = "")
@@ -291,9 +323,11 @@ NB_MODULE(_core, m) {
 
     nb::class_<EngineHandle>(m, "Engine")
         .def("__init__", [](EngineHandle * self, ModelPtr target, ModelPtr draft, const std::string & spec_type,
-                            int n_max, int n_ctx, int n_threads, int ngram_size_n, const std::string & schedule) {
+                            int n_max, int n_ctx, int n_threads, int ngram_size_n, const std::string & schedule,
+                            const std::string & rollback) {
                  EngineConfig config;
                  config.schedule = schedule;
+                 config.rollback = rollback;
                  config.spec_type = spec_type;
                  config.n_max = n_max;
                  config.n_ctx = n_ctx;
@@ -303,9 +337,9 @@ NB_MODULE(_core, m) {
                  new (self) EngineHandle(std::move(target), std::move(draft), config);
              },
              "target"_a, "draft"_a.none(), "spec_type"_a = "auto", "n_max"_a = 8, "n_ctx"_a = 4096,
-             "n_threads"_a = 0, "ngram_size_n"_a = 3, "schedule"_a = "fixed")
+             "n_threads"_a = 0, "ngram_size_n"_a = 3, "schedule"_a = "fixed", "rollback"_a = "auto")
         .def_prop_ro("spec_type", [](EngineHandle & h) {
-            return h.with_engine([](Engine & e) { return common_speculative_type_to_str(e.spec_type()); });
+            return h.with_engine([](Engine & e) { return e.spec_type(); });
         })
         .def_prop_ro("n_max", [](EngineHandle & h) { return h.with_engine([](Engine & e) { return e.n_max(); }); })
         .def_prop_ro("n_ctx", [](EngineHandle & h) { return h.with_engine([](Engine & e) { return e.n_ctx(); }); })
@@ -334,11 +368,13 @@ NB_MODULE(_core, m) {
         .def("start", [](EngineHandle & h, const std::vector<llama_token> & prompt, float temperature, int top_k,
                          float top_p, float min_p, uint64_t seed) {
             const SamplingParams sampling = make_sampling(temperature, top_k, top_p, min_p, seed);
+            h.clear_cancel();
             h.with_engine([&](Engine & e) {
                 nb::gil_scoped_release release;
                 e.start(prompt, sampling);
                 return 0;
             });
+            h.raise_if_signalled();
         }, "prompt"_a, "temperature"_a = 0.0f, "top_k"_a = 0, "top_p"_a = 1.0f, "min_p"_a = 0.0f, "seed"_a = 0,
            "Reset the contexts and decode the prompt tokens; greedy unless temperature > 0.")
         .def("_set_debug_accept_all", [](EngineHandle & h, bool on) {
@@ -356,10 +392,12 @@ NB_MODULE(_core, m) {
            "TEST ONLY: the confidence scheduler drafts every round (depths still chosen per round), "
            "with the given target pass costs (index n-1: n tokens) instead of measured ones when given.")
         .def("run", [](EngineHandle & h, int max_new_tokens, int max_rounds, bool ignore_eos) {
-            return h.with_engine([&](Engine & e) {
+            auto tokens = h.with_engine([&](Engine & e) {
                 nb::gil_scoped_release release;
                 return e.run(max_new_tokens, max_rounds, ignore_eos);
             });
+            h.raise_if_signalled();
+            return tokens;
         }, "max_new_tokens"_a, "max_rounds"_a = 0, "ignore_eos"_a = false,
            "Run speculative rounds; returns the tokens generated by this call.")
         .def_prop_ro("stop_reason", [](EngineHandle & h) {
@@ -382,5 +420,25 @@ NB_MODULE(_core, m) {
                 return d;
             });
         }, "Per-round statistics of the current generation (lists, converted to numpy by the Python layer).")
+        .def("cancel", &EngineHandle::cancel,
+             "Stop the running generation after its current round (any thread; stop reason 'cancelled').")
+        .def("memory_info", [](EngineHandle & h) {
+            return h.with_engine([](Engine & e) {
+                auto describe = [](const Context & c) {
+                    nb::dict d;
+                    d["role"] = c.role();
+                    d["rollback"] = rollback_mode_name(c.rollback_mode());
+                    d["checkpoints_saved"] = c.checkpoints_saved();
+                    d["replay_tokens"] = c.replay_tokens();
+                    d["replay_seconds"] = c.replay_seconds();
+                    return d;
+                };
+                nb::dict d;
+                d["target"] = describe(e.target_context());
+                const Context * dft = e.drafter().draft_context();
+                d["draft"] = dft ? nb::object(describe(*dft)) : nb::none();
+                return d;
+            });
+        }, "How each context rolls a sequence back (remove / snapshots / checkpoint) and what checkpoints cost.")
         .def("close", &EngineHandle::close, "Free the contexts; later calls raise RuntimeError.");
 }

@@ -2,6 +2,8 @@
 
 #include "llama-ext.h"
 
+#include "layer_feature_archs.h"
+
 #include "ggml.h"
 
 #include <algorithm>
@@ -22,178 +24,306 @@ bool is_ngram(common_speculative_type type) {
         case COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K:
         case COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K4V:
         case COMMON_SPECULATIVE_TYPE_NGRAM_MOD:
+        case COMMON_SPECULATIVE_TYPE_NGRAM_CACHE:
             return true;
         default:
             return false;
     }
 }
 
+// drafters that run a model next to the target (llama.cpp gives them the one draft context)
+bool is_model_drafter(common_speculative_type type) {
+    return type == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE || type == COMMON_SPECULATIVE_TYPE_DRAFT_EAGLE3 ||
+           type == COMMON_SPECULATIVE_TYPE_DRAFT_MTP || is_block_head(type);
+}
+
+// drafters that need a separate draft GGUF (MTP uses the target's own nextn layers)
+bool needs_draft_file(common_speculative_type type) {
+    return is_model_drafter(type) && type != COMMON_SPECULATIVE_TYPE_DRAFT_MTP;
+}
+
+// heads that read the target's hidden states at chosen layers (llama_set_embeddings_layer_inp)
+bool reads_layer_features(common_speculative_type type) {
+    return is_block_head(type) || type == COMMON_SPECULATIVE_TYPE_DRAFT_EAGLE3;
+}
+
 std::string type_name(common_speculative_type type) { return common_speculative_type_to_str(type); }
+
+const char * kTypeNames =
+    "auto, none, draft-simple, draft-eagle3, draft-mtp, draft-dflash, draft-dspark, ngram (= ngram-simple), "
+    "ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache, or a comma-separated chain such as "
+    "'ngram-mod,draft-dspark'";
+
+common_speculative_type parse_one(const std::string & name) {
+    if (name == "ngram") {
+        return COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE;
+    }
+    static const char * known[] = {"none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash",
+                                   "draft-dspark", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod",
+                                   "ngram-cache"};
+    if (std::find(std::begin(known), std::end(known), name) == std::end(known)) {
+        throw std::invalid_argument("unknown spec_type '" + name + "': use " + kTypeNames);
+    }
+    return common_speculative_type_from_name(name);
+}
+
+// The architectures whose llama.cpp graph can run the MTP drafter with one trained nextn head,
+// as tested here; auto picks MTP only for these.
+bool mtp_tested_arch(const Model & target) {
+    return target.architecture() == "qwen35" || target.architecture() == "qwen35moe";
+}
+
+void check_layer_features(const Model & target, const Model & head, common_speculative_type type) {
+    const std::string & arch = target.architecture();
+    if (std::find(std::begin(kLayerFeatureArchs), std::end(kLayerFeatureArchs), arch) ==
+        std::end(kLayerFeatureArchs)) {
+        std::string archs;
+        for (const char * a : kLayerFeatureArchs) {
+            archs += archs.empty() ? a : std::string(", ") + a;
+        }
+        throw std::invalid_argument("a " + type_name(type) + " head reads the target's hidden states at chosen "
+                                    "layers, which llama.cpp's '" + arch + "' graph does not publish (targets "
+                                    "that do: " + archs + ")");
+    }
+    const int32_t * layers = llama_model_target_layer_ids(head.get());
+    const uint32_t n_layers = llama_model_target_layer_ids_n(head.get());
+    if (n_layers == 0) {
+        throw std::invalid_argument("draft head '" + head.path() + "' has no target_layer_ids");
+    }
+    // EAGLE3 may also read the final hidden state (layer id == n_layer)
+    const int32_t limit = type == COMMON_SPECULATIVE_TYPE_DRAFT_EAGLE3 ? target.n_layer() : target.n_layer() - 1;
+    for (uint32_t i = 0; i < n_layers; ++i) {
+        if (layers[i] < 0 || layers[i] > limit) {
+            throw std::invalid_argument("draft head reads target layer " + std::to_string(layers[i]) +
+                                        " but the target has " + std::to_string(target.n_layer()) +
+                                        " layers: the head was made for another target");
+        }
+    }
+}
+
+void check_block_head(const Model & target, const Model & draft, common_speculative_type type) {
+    if (!draft.is_dflash_head()) {
+        throw std::invalid_argument("spec_type '" + type_name(type) + "' needs a DFlash/DSpark draft head, but '" +
+                                    draft.path() + "' has architecture '" + draft.architecture() + "'");
+    }
+    if (type == COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK && !draft.info().has_markov_head) {
+        throw std::invalid_argument("'" + draft.path() + "' has no DSpark Markov head (markov_w1): "
+                                    "use spec_type 'draft-dflash'");
+    }
+    // llama.cpp asserts on each of these inside the graph: check them while we still can raise
+    if (draft.n_embd() != target.n_embd()) {
+        throw std::invalid_argument("draft head hidden size " + std::to_string(draft.n_embd()) +
+                                    " differs from the target's " + std::to_string(target.n_embd()) +
+                                    ": the head was made for another target");
+    }
+    const llama_token mask = llama_vocab_mask(draft.vocab());
+    if (mask < 0 || mask >= draft.n_vocab()) {
+        throw std::invalid_argument("draft head '" + draft.path() + "' has no valid mask token "
+                                    "(tokenizer.ggml.mask_token_id)");
+    }
+    if (type == COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK && draft.meta("dflash.block_size").empty()) {
+        throw std::invalid_argument("DSpark head '" + draft.path() + "' has no dflash.block_size");
+    }
+}
+
+void check_eagle3_head(const Model & target, const Model & draft) {
+    if (!draft.is_eagle3_head()) {
+        throw std::invalid_argument("spec_type 'draft-eagle3' needs an EAGLE3 head, but '" + draft.path() +
+                                    "' has architecture '" + draft.architecture() + "'");
+    }
+    if (llama_model_target_layer_ids_n(draft.get()) != 3) {
+        throw std::invalid_argument("EAGLE3 head '" + draft.path() + "' must read 3 target layers, it lists " +
+                                    std::to_string(llama_model_target_layer_ids_n(draft.get())));
+    }
+    const int64_t fc_in = draft.tensor_dim("fc.weight", 0);
+    if (fc_in >= 0 && fc_in != 3 * (int64_t) target.n_embd()) {
+        throw std::invalid_argument("EAGLE3 head '" + draft.path() + "' expects target features of width " +
+                                    std::to_string(fc_in / 3) + ", the target's hidden size is " +
+                                    std::to_string(target.n_embd()) + ": the head was made for another target");
+    }
+}
 
 }  // namespace
 
-common_speculative_type resolve_spec_type(const std::string & name, const Model & target, const Model * draft) {
-    if (target.is_dflash_head()) {
-        throw std::invalid_argument("'" + target.path() +
-                                    "' is a DFlash/DSpark draft head, not a target model: pass it as the draft");
+std::vector<common_speculative_type> resolve_spec_types(const std::string & name, const Model & target,
+                                                        const Model * draft) {
+    if (target.is_dflash_head() || target.is_eagle3_head()) {
+        throw std::invalid_argument("'" + target.path() + "' is a draft head (architecture '" +
+                                    target.architecture() + "'), not a target model: pass it as the draft");
     }
 
-    common_speculative_type type;
+    std::vector<common_speculative_type> types;
     if (name == "auto") {
         if (draft == nullptr) {
-            type = COMMON_SPECULATIVE_TYPE_NONE;
+            // the target's own MTP layers where they are known to work, else plain decoding
+            types = {target.info().has_nextn && mtp_tested_arch(target) ? COMMON_SPECULATIVE_TYPE_DRAFT_MTP
+                                                                         : COMMON_SPECULATIVE_TYPE_NONE};
         } else if (draft->is_dflash_head()) {
-            type = draft->info().has_markov_head ? COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK
-                                                 : COMMON_SPECULATIVE_TYPE_DRAFT_DFLASH;
+            types = {draft->info().has_markov_head ? COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK
+                                                   : COMMON_SPECULATIVE_TYPE_DRAFT_DFLASH};
+        } else if (draft->is_eagle3_head()) {
+            types = {COMMON_SPECULATIVE_TYPE_DRAFT_EAGLE3};
         } else {
-            type = COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE;
+            types = {COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE};
         }
-    } else if (name == "ngram") {
-        type = COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE;
     } else {
-        static const char * supported[] = {"none", "draft-simple", "draft-dflash", "draft-dspark", "ngram-simple",
-                                           "ngram-map-k", "ngram-map-k4v", "ngram-mod"};
-        if (std::find(std::begin(supported), std::end(supported), name) == std::end(supported)) {
-            throw std::invalid_argument("unknown spec_type '" + name +
-                                        "': use auto, none, draft-simple, draft-dflash, draft-dspark, ngram, "
-                                        "ngram-simple, ngram-map-k, ngram-map-k4v or ngram-mod");
+        size_t begin = 0;
+        while (begin <= name.size()) {
+            const size_t end = std::min(name.find(',', begin), name.size());
+            const common_speculative_type type = parse_one(name.substr(begin, end - begin));
+            if (std::find(types.begin(), types.end(), type) != types.end()) {
+                throw std::invalid_argument("spec_type '" + name + "' lists '" + type_name(type) + "' twice");
+            }
+            types.push_back(type);
+            begin = end + 1;
         }
-        type = common_speculative_type_from_name(name);
+    }
+    if (types.size() > 1 && std::find(types.begin(), types.end(), COMMON_SPECULATIVE_TYPE_NONE) != types.end()) {
+        throw std::invalid_argument("spec_type 'none' cannot be part of a chain ('" + name + "')");
+    }
+    if (std::count_if(types.begin(), types.end(), is_model_drafter) > 1) {
+        throw std::invalid_argument("spec_type '" + name + "' chains several model drafters; llama.cpp runs one "
+                                    "draft model or head at a time (n-gram drafters can be added to it)");
     }
 
-    const bool needs_draft = type == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE || is_block_head(type);
+    const auto model_type = std::find_if(types.begin(), types.end(), is_model_drafter);
+    const bool needs_draft = model_type != types.end() && needs_draft_file(*model_type);
     if (needs_draft && draft == nullptr) {
-        throw std::invalid_argument("spec_type '" + type_name(type) + "' needs a draft model");
+        throw std::invalid_argument("spec_type '" + type_name(*model_type) + "' needs a draft model");
     }
     if (!needs_draft && draft != nullptr) {
-        throw std::invalid_argument("spec_type '" + type_name(type) + "' uses no draft model, but one was given");
+        throw std::invalid_argument("spec_type '" + name + "' uses no draft model, but one was given");
+    }
+    if (model_type != types.end() && *model_type == COMMON_SPECULATIVE_TYPE_DRAFT_MTP) {
+        if (!target.info().has_nextn || llama_model_n_layer_nextn(target.get()) <= 0) {
+            throw std::invalid_argument("spec_type 'draft-mtp' uses the target's own MTP (nextn) layers, and '" +
+                                        target.path() + "' has none");
+        }
+        if (!target.mtp_loaded()) {
+            throw std::invalid_argument("the target was loaded without its MTP layers: load it with "
+                                        "llamaspec.Model(path, load_mtp=True)");
+        }
     }
     if (draft == nullptr) {
-        return type;
+        return types;
     }
 
-    if (type == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE && draft->is_dflash_head()) {
-        throw std::invalid_argument("'" + draft->path() + "' is a DFlash/DSpark head: use spec_type 'auto', "
-                                    "'draft-dflash' or 'draft-dspark'");
+    const common_speculative_type type = *model_type;
+    if (type == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE && (draft->is_dflash_head() || draft->is_eagle3_head())) {
+        throw std::invalid_argument("'" + draft->path() + "' is a " + draft->architecture() +
+                                    " head: use spec_type 'auto' or its own type");
     }
     if (is_block_head(type)) {
-        if (!draft->is_dflash_head()) {
-            throw std::invalid_argument("spec_type '" + type_name(type) + "' needs a DFlash/DSpark draft head, but '" +
-                                        draft->path() + "' has architecture '" + draft->architecture() + "'");
-        }
-        if (type == COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK && !draft->info().has_markov_head) {
-            throw std::invalid_argument("'" + draft->path() + "' has no DSpark Markov head (markov_w1): "
-                                        "use spec_type 'draft-dflash'");
-        }
-        // llama.cpp asserts on each of these inside the graph: check them while we still can raise
-        if (draft->n_embd() != target.n_embd()) {
-            throw std::invalid_argument("draft head hidden size " + std::to_string(draft->n_embd()) +
-                                        " differs from the target's " + std::to_string(target.n_embd()) +
-                                        ": the head was made for another target");
-        }
-        const llama_token mask = llama_vocab_mask(draft->vocab());
-        if (mask < 0 || mask >= draft->n_vocab()) {
-            throw std::invalid_argument("draft head '" + draft->path() + "' has no valid mask token "
-                                        "(tokenizer.ggml.mask_token_id)");
-        }
-        if (type == COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK && draft->meta("dflash.block_size").empty()) {
-            throw std::invalid_argument("DSpark head '" + draft->path() + "' has no dflash.block_size");
-        }
-        const int32_t * layers = llama_model_target_layer_ids(draft->get());
-        const uint32_t n_layers = llama_model_target_layer_ids_n(draft->get());
-        if (n_layers == 0) {
-            throw std::invalid_argument("draft head '" + draft->path() + "' has no target_layer_ids");
-        }
-        for (uint32_t i = 0; i < n_layers; ++i) {
-            if (layers[i] < 0 || layers[i] >= target.n_layer()) {
-                throw std::invalid_argument("draft head reads target layer " + std::to_string(layers[i]) +
-                                            " but the target has " + std::to_string(target.n_layer()) +
-                                            " layers: the head was made for another target");
-            }
-        }
+        check_block_head(target, *draft, type);
+    }
+    if (type == COMMON_SPECULATIVE_TYPE_DRAFT_EAGLE3) {
+        check_eagle3_head(target, *draft);
+    }
+    if (reads_layer_features(type)) {
+        check_layer_features(target, *draft, type);
     }
     check_same_vocab(target, *draft);
-    return type;
+    return types;
 }
 
-int32_t max_draft_depth(common_speculative_type type, const Model * draft) {
-    if (is_block_head(type) && draft != nullptr) {
-        const int32_t block_size = std::stoi(draft->meta("dflash.block_size", "16"));
-        const bool from_anchor = draft->meta("dflash.sample_from_anchor", "true") == "true";
-        // DFlash denoises [id_last, mask * (B-1)]: B-1 drafts; anchor-first DSpark drafts a full block
-        return type == COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK && from_anchor ? block_size : block_size - 1;
+std::string spec_types_name(const std::vector<common_speculative_type> & types) {
+    std::string out;
+    for (const auto type : types) {
+        out += (out.empty() ? "" : ",") + type_name(type);
     }
-    return 64;  // draft models and n-gram lookups: a generous bound on one verification batch
+    return out;
 }
 
-common_params_speculative make_speculative_params(common_speculative_type type, int32_t n_max,
+int32_t max_draft_depth(const std::vector<common_speculative_type> & types, const Model * draft) {
+    int32_t depth = 64;  // draft models and n-gram lookups: a generous bound on one verification batch
+    for (const auto type : types) {
+        if (is_block_head(type) && draft != nullptr) {
+            const int32_t block_size = std::stoi(draft->meta("dflash.block_size", "16"));
+            const bool from_anchor = draft->meta("dflash.sample_from_anchor", "true") == "true";
+            // DFlash denoises [id_last, mask * (B-1)]: B-1 drafts; anchor-first DSpark drafts a full block
+            depth = std::min(depth, type == COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK && from_anchor ? block_size
+                                                                                                 : block_size - 1);
+        }
+    }
+    return depth;
+}
+
+common_params_speculative make_speculative_params(const std::vector<common_speculative_type> & types, int32_t n_max,
                                                   int32_t ngram_size_n, const Model * draft) {
     common_params_speculative params;
-    params.types = {type};
+    params.types = types;
     params.draft.n_max = n_max;
     params.draft.n_min = 0;
     params.draft.p_min = 0.0f;  // no confidence truncation: the depth is exactly what was asked
     if (draft != nullptr) {
         params.draft.mparams.path = draft->path();
     }
-    if (is_ngram(type)) {
-        for (auto * ngram : {&params.ngram_simple, &params.ngram_map_k, &params.ngram_map_k4v}) {
-            ngram->size_n = (uint16_t) ngram_size_n;
-            ngram->size_m = (uint16_t) n_max;
-        }
-        params.ngram_mod.n_match = ngram_size_n;
-        params.ngram_mod.n_max = n_max;
-        params.ngram_mod.n_min = 1;
+    for (auto * ngram : {&params.ngram_simple, &params.ngram_map_k, &params.ngram_map_k4v}) {
+        ngram->size_n = (uint16_t) ngram_size_n;
+        ngram->size_m = (uint16_t) n_max;
     }
+    params.ngram_mod.n_match = ngram_size_n;
+    params.ngram_mod.n_max = n_max;
+    params.ngram_mod.n_min = 1;
     return params;
 }
 
-Drafter::Drafter(const common_params & base, const ModelPtr & target, llama_context * ctx_tgt,
-                 const ModelPtr & draft)
-    : type_(base.speculative.types.at(0)),
+Drafter::Drafter(const common_params & base, const ModelPtr & target, Context & ctx_tgt, const ModelPtr & draft,
+                 RollbackPolicy rollback)
+    : types_(base.speculative.types),
       target_(target),
       draft_model_(draft),
       ctx_tgt_(ctx_tgt),
       params_(base.speculative),
       n_max_(base.speculative.draft.n_max) {
+    const auto model_type = std::find_if(types_.begin(), types_.end(), is_model_drafter);
+    model_type_ = model_type == types_.end() ? COMMON_SPECULATIVE_TYPE_NONE : *model_type;
     if (!active()) {
         return;
     }
-    if (draft_model_) {
+    if (draft_model_ || model_type_ == COMMON_SPECULATIVE_TYPE_DRAFT_MTP) {
         // the draft context follows the target's, as common_speculative_init_from_params builds it
         common_params params_dft = common_base_params_to_speculative(base);
         llama_context_params cparams = common_context_params_to_llama(params_dft);
-        cparams.n_ctx = llama_n_ctx(ctx_tgt);
-        cparams.n_rs_seq = 0;
-        cparams.ctx_other = ctx_tgt;
-        ctx_dft_.reset(llama_init_from_model(draft_model_->get(), cparams));
-        if (!ctx_dft_) {
-            throw std::runtime_error("could not create the draft context for '" + draft_model_->path() + "'");
+        cparams.n_ctx = ctx_tgt.n_ctx();
+        cparams.ctx_other = ctx_tgt.get();
+        ModelPtr model = draft_model_;
+        std::string role = "draft model";
+        if (model_type_ == COMMON_SPECULATIVE_TYPE_DRAFT_MTP) {
+            cparams.ctx_type = LLAMA_CONTEXT_TYPE_MTP;  // the target's nextn layers, with their own cache
+            model = target_;
+            role = "MTP head";
+        } else if (is_block_head(model_type_)) {
+            role = "DFlash/DSpark head";
+        } else if (model_type_ == COMMON_SPECULATIVE_TYPE_DRAFT_EAGLE3) {
+            role = "EAGLE3 head";
         }
-        pending_batch_ = common_batch(ctx_dft_.get());
+        // A recurrent draft model rolls back over several batches (its own drafting steps), which
+        // snapshots of the latest batch cannot do: it uses checkpoints (max_rollback 0).
+        ctx_dft_ = std::make_unique<Context>(model, cparams, 0, role, rollback);
+        pending_batch_ = common_batch(ctx_dft_->get());
     }
-    params_.draft.ctx_tgt = ctx_tgt_;
-    params_.draft.ctx_dft = ctx_dft_.get();
-    if (is_ngram(type_)) {
-        n_max_ = params_.ngram_simple.size_m;
-    }
+    params_.draft.ctx_tgt = ctx_tgt_.get();
+    params_.draft.ctx_dft = ctx_dft_ ? ctx_dft_->get() : nullptr;
 }
+
+std::string Drafter::name() const { return spec_types_name(types_); }
 
 void Drafter::begin(const llama_tokens & prompt_history) {
     if (!active()) {
         return;
     }
     if (ctx_dft_) {
-        llama_memory_clear(llama_get_memory(ctx_dft_.get()), true);
+        ctx_dft_->clear();
     }
     // a fresh state per generation, so one generation never depends on the previous one
     spec_.reset();
     pending_.clear();
     spec_.reset(common_speculative_init(params_, 1));
     if (!spec_) {
-        throw std::runtime_error("llama.cpp could not initialise the '" + type_name(type_) + "' drafter");
+        throw std::runtime_error("llama.cpp could not initialise the '" + name() + "' drafter");
     }
-    common_speculative_set_deferred_process(spec_.get(), defer_process_ && is_block_head(type_));
+    common_speculative_set_deferred_process(spec_.get(), defer_process_ && is_block_head(model_type_));
     common_speculative_begin(spec_.get(), 0, prompt_history);
 }
 
@@ -210,6 +340,9 @@ void Drafter::process(const common_batch & batch) {
     if (!common_speculative_process(spec_.get(), batch)) {
         throw std::runtime_error("the drafter failed to process the target batch");
     }
+    if (ctx_dft_) {
+        ctx_dft_->record(batch);
+    }
     // the draft cache may now hold positions the target rejects (not when the input is deferred)
     dft_cache_has_tail_ = !defer_process_;
 }
@@ -221,7 +354,7 @@ void Drafter::flush_pending() {
         return;
     }
     const int64_t t0 = ggml_time_us();
-    const size_t n_batch = llama_n_batch(ctx_dft_.get());
+    const size_t n_batch = llama_n_batch(ctx_dft_->get());
     for (size_t begin = 0; begin < pending_.size(); begin += n_batch) {
         pending_batch_.clear();
         for (size_t i = begin; i < std::min(pending_.size(), begin + n_batch); ++i) {
@@ -230,6 +363,7 @@ void Drafter::flush_pending() {
         if (!common_speculative_process(spec_.get(), pending_batch_)) {
             throw std::runtime_error("the drafter failed to process the target tokens");
         }
+        ctx_dft_->record(pending_batch_);
     }
     pending_.clear();
     last_catch_up_seconds_ = (ggml_time_us() - t0) * 1e-6;
@@ -245,6 +379,10 @@ void Drafter::draft(llama_pos pos0, llama_token id_last, const llama_tokens & hi
         return;
     }
     flush_pending();
+    if (ctx_dft_) {
+        // the draft model's own steps are taken back below: one step per drafted token
+        ctx_dft_->prepare_rollback(0, n_max + 1, false);
+    }
     auto & params = common_speculative_get_draft_params(spec_.get(), 0);
     params.drafting = true;
     params.n_max = n_max;
@@ -264,7 +402,7 @@ void Drafter::draft(llama_pos pos0, llama_token id_last, const llama_tokens & hi
     confidence.resize(out.size(), NAN);
     if (ctx_dft_) {
         // drafting may have written block positions into the draft cache: keep the verified prefix only
-        llama_memory_seq_rm(llama_get_memory(ctx_dft_.get()), 0, pos0, -1);
+        ctx_dft_->trim(0, pos0);
     }
 }
 
@@ -279,7 +417,7 @@ void Drafter::accept(int32_t n_accepted, llama_pos n_past) {
     common_speculative_discard_deferred(spec_.get(), 0, n_past);
     common_speculative_accept(spec_.get(), 0, (uint16_t) n_accepted);
     if (ctx_dft_ && dft_cache_has_tail_) {
-        llama_memory_seq_rm(llama_get_memory(ctx_dft_.get()), 0, n_past, -1);
+        ctx_dft_->trim(0, n_past);
         dft_cache_has_tail_ = false;
     }
 }

@@ -2,6 +2,7 @@
 // driven through llama.cpp's common_speculative exactly as its own tools drive it.
 #pragma once
 
+#include "context.h"
 #include "model.h"
 
 #include "common.h"
@@ -13,27 +14,39 @@
 
 namespace llamaspec {
 
-// The speculative part of llama.cpp's parameters for one drafter type and depth.
-common_params_speculative make_speculative_params(common_speculative_type type, int32_t n_max,
+// The speculative part of llama.cpp's parameters for one drafter (or chain) and depth.
+common_params_speculative make_speculative_params(const std::vector<common_speculative_type> & types, int32_t n_max,
                                                   int32_t ngram_size_n, const Model * draft);
 
-// Resolves "auto" from the draft's GGUF metadata and checks that the combination can work
-// (draft present when needed, target/draft pairing, n_max within the head's block size).
-// Returns the llama.cpp type; throws std::invalid_argument otherwise.
-common_speculative_type resolve_spec_type(const std::string & name, const Model & target, const Model * draft);
+// Resolves a spec_type name ("auto", one llama.cpp type, or a comma-separated chain such as
+// "ngram-mod,draft-dspark": llama.cpp asks its n-gram drafters first and the model drafter when
+// they find nothing) and checks that the combination can work before llama.cpp could assert:
+// draft present when needed, target/draft pairing, head shapes, layer features the target exposes.
+// Throws std::invalid_argument otherwise.
+std::vector<common_speculative_type> resolve_spec_types(const std::string & name, const Model & target,
+                                                        const Model * draft);
 
-// Largest n_max the drafter supports (the trained block size of a DFlash/DSpark head).
-int32_t max_draft_depth(common_speculative_type type, const Model * draft);
+// "ngram-mod,draft-dspark"
+std::string spec_types_name(const std::vector<common_speculative_type> & types);
+
+// Largest n_max the drafters support (the trained block size of a DFlash/DSpark head).
+int32_t max_draft_depth(const std::vector<common_speculative_type> & types, const Model * draft);
 
 class Drafter {
 public:
     // ctx_tgt must outlive the drafter. `draft` may be null for self-speculation / none.
     // `base` holds the target's parameters (with .speculative filled by make_speculative_params);
     // the draft context derives from it as in llama.cpp's own tools.
-    Drafter(const common_params & base, const ModelPtr & target, llama_context * ctx_tgt, const ModelPtr & draft);
+    Drafter(const common_params & base, const ModelPtr & target, Context & ctx_tgt, const ModelPtr & draft,
+            RollbackPolicy rollback = {});
 
-    common_speculative_type type() const { return type_; }
-    bool active() const { return type_ != COMMON_SPECULATIVE_TYPE_NONE; }
+    // the draft model's / head's context, or null (n-gram drafters)
+    const Context * draft_context() const { return ctx_dft_.get(); }
+
+    const std::vector<common_speculative_type> & types() const { return types_; }
+    // the spec_type name: one type or a chain "ngram-mod,draft-dspark"
+    std::string name() const;
+    bool active() const { return types_.size() > 1 || types_.at(0) != COMMON_SPECULATIVE_TYPE_NONE; }
     int32_t n_max() const { return n_max_; }
 
     // Start a new generation: fresh drafter state, empty draft KV cache.
@@ -51,7 +64,7 @@ public:
     int32_t last_catch_up_tokens() const { return last_catch_up_tokens_; }
     double last_catch_up_seconds() const { return last_catch_up_seconds_; }
     // The draft model pays one decode per drafted token (so stopping early saves time).
-    bool sequential() const { return type_ == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE; }
+    bool sequential() const { return model_type_ == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE; }
 
     // Propose at most n_max tokens to follow id_last, which sits at position pos0. `confidence`
     // receives one value per token (NaN where the drafter has none); `keep_drafting`, if set,
@@ -67,10 +80,11 @@ private:
     // feed the deferred target tokens to the draft model, in one batch per n_batch
     void flush_pending();
 
-    common_speculative_type type_;
+    std::vector<common_speculative_type> types_;
+    common_speculative_type model_type_;  // the drafter that runs a model (NONE for n-gram only)
     ModelPtr target_;
     ModelPtr draft_model_;
-    llama_context * ctx_tgt_;
+    Context & ctx_tgt_;
     common_params_speculative params_;
     int32_t n_max_ = 0;
     bool defer_process_ = false;
@@ -82,7 +96,7 @@ private:
     int32_t last_catch_up_tokens_ = 0;
     double last_catch_up_seconds_ = 0.0;
     // declared before spec_: the speculative state refers to the draft context and goes first
-    llama_context_ptr ctx_dft_;
+    std::unique_ptr<Context> ctx_dft_;
     common_speculative_ptr spec_;
 };
 

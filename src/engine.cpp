@@ -14,6 +14,7 @@ const char * stop_reason_name(StopReason reason) {
         case StopReason::MaxTokens: return "max_tokens";
         case StopReason::EndOfGeneration: return "eos";
         case StopReason::ContextFull: return "context";
+        case StopReason::Cancelled: return "cancelled";
         case StopReason::None: break;
     }
     return "";
@@ -30,13 +31,13 @@ Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
     if (!target_) {
         throw std::invalid_argument("a target model is required");
     }
-    const common_speculative_type type = resolve_spec_type(config.spec_type, *target_, draft_.get());
-    const bool speculative = type != COMMON_SPECULATIVE_TYPE_NONE;
+    const std::vector<common_speculative_type> types = resolve_spec_types(config.spec_type, *target_, draft_.get());
+    const bool speculative = types.size() > 1 || types[0] != COMMON_SPECULATIVE_TYPE_NONE;
 
-    const int32_t depth_limit = max_draft_depth(type, draft_.get());
+    const int32_t depth_limit = max_draft_depth(types, draft_.get());
     if (config.n_max < 1 || config.n_max > depth_limit) {
         throw std::invalid_argument("n_max must be in 1.." + std::to_string(depth_limit) + " for spec_type '" +
-                                    common_speculative_type_to_str(type) + "', got " + std::to_string(config.n_max));
+                                    spec_types_name(types) + "', got " + std::to_string(config.n_max));
     }
     if (config.n_ctx < config.n_max + 8) {
         throw std::invalid_argument("n_ctx must be at least n_max + 8, got " + std::to_string(config.n_ctx));
@@ -53,7 +54,7 @@ Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
     const int32_t n_threads = config.n_threads > 0 ? config.n_threads : common_cpu_get_num_math();
     base_.cpuparams.n_threads = n_threads;
     base_.cpuparams_batch.n_threads = n_threads;
-    base_.speculative = make_speculative_params(type, config.n_max, config.ngram_size_n, draft_.get());
+    base_.speculative = make_speculative_params(types, config.n_max, config.ngram_size_n, draft_.get());
     base_.speculative.draft.cpuparams.n_threads = n_threads;
     base_.speculative.draft.cpuparams_batch.n_threads = n_threads;
 
@@ -62,13 +63,13 @@ Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
     base_.n_outputs_max = limits.total;
     base_.n_outputs_max_per_seq = limits.per_seq;
 
-    ctx_tgt_.reset(llama_init_from_model(target_->get(), common_context_params_to_llama(base_)));
-    if (!ctx_tgt_) {
-        throw std::runtime_error("could not create the target context (n_ctx " + std::to_string(config.n_ctx) + ")");
-    }
-    n_ctx_ = std::min<int32_t>(config.n_ctx, (int32_t) llama_n_ctx(ctx_tgt_.get()));
-    drafter_ = std::make_unique<Drafter>(base_, target_, ctx_tgt_.get(), draft_);
-    batch_ = common_batch(ctx_tgt_.get());
+    // a verification batch is id_last + up to n_max drafts, and all of it may be taken back (cost measurement)
+    const RollbackPolicy rollback = RollbackPolicy::parse(config.rollback);
+    ctx_tgt_ = std::make_unique<Context>(target_, common_context_params_to_llama(base_), (uint32_t) config.n_max + 1,
+                                         "target", rollback);
+    n_ctx_ = std::min<int32_t>(config.n_ctx, (int32_t) ctx_tgt_->n_ctx());
+    drafter_ = std::make_unique<Drafter>(base_, target_, *ctx_tgt_, draft_, rollback);
+    batch_ = common_batch(ctx_tgt_->get());
     for (llama_token t = 0; t < target_->n_vocab(); ++t) {
         if (target_->is_eog(t)) {
             eog_tokens_.push_back(t);
@@ -104,12 +105,11 @@ CostModel Engine::measure_costs() {
             for (int32_t k = 0; k < n_tokens; ++k) {
                 batch_.add(prompt[k % n_prompt], n_past_ + k, 0, true);
             }
+            ctx_tgt_->prepare_rollback(0, n_tokens, true);
             const int64_t t0 = ggml_time_us();
-            if (llama_process(ctx_tgt_.get(), LLAMA_PROCESS_TYPE_DECODE, batch_.get()) != 0) {
-                throw std::runtime_error("the target failed to decode a cost-measurement batch");
-            }
+            ctx_tgt_->decode(batch_, "a cost-measurement batch");
             const double seconds = seconds_since(t0);
-            llama_memory_seq_rm(llama_get_memory(ctx_tgt_.get()), 0, n_past_, -1);
+            ctx_tgt_->trim(0, n_past_);
             if (rep > 0) {
                 best = std::min(best, seconds);
             }
@@ -152,12 +152,13 @@ void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams
         }
     }
 
+    started_ = false;
     sampling_ = sampling;
     sampler_ = sampling.greedy() ? nullptr : std::make_unique<FusedSampler>(sampling);
     rng_.seed(sampling.seed);
 
     const int64_t t0 = ggml_time_us();
-    llama_memory_clear(llama_get_memory(ctx_tgt_.get()), true);
+    ctx_tgt_->clear();
     generated_.clear();
     rounds_.clear();
     stop_reason_ = StopReason::None;
@@ -172,16 +173,18 @@ void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams
         scheduler_->begin_generation();
     }
     // llama.cpp may round the context up past n_batch: feed the prompt in n_batch chunks
-    const size_t n_batch = llama_n_batch(ctx_tgt_.get());
+    const size_t n_batch = llama_n_batch(ctx_tgt_->get());
     for (size_t begin = 0; begin < history_.size(); begin += n_batch) {
         const size_t end = std::min(history_.size(), begin + n_batch);
         batch_.clear();
         for (size_t i = begin; i < end; ++i) {
             batch_.add(history_[i], (llama_pos) i, 0, false);
         }
-        if (llama_process(ctx_tgt_.get(), LLAMA_PROCESS_TYPE_DECODE, batch_.get()) != 0) {
-            throw std::runtime_error("the target failed to decode the prompt");
+        if (interrupted_ && interrupted_()) {
+            stop_reason_ = StopReason::Cancelled;
+            return;  // not started: run() refuses until the next start()
         }
+        ctx_tgt_->decode(batch_, "the prompt");
         drafter_->process(batch_);
     }
     started_ = true;
@@ -200,6 +203,10 @@ std::vector<llama_token> Engine::run(int32_t max_new_tokens, int32_t max_rounds,
             stop_reason_ = StopReason::MaxTokens;
             break;
         }
+        if (interrupted_ && interrupted_()) {
+            stop_reason_ = StopReason::Cancelled;
+            break;
+        }
         if (!round(budget, ignore_eos)) {
             break;
         }
@@ -214,7 +221,7 @@ std::vector<llama_token> Engine::run(int32_t max_new_tokens, int32_t max_rounds,
 }
 
 float * Engine::logits_at(int32_t batch_index) {
-    float * logits = llama_get_logits_ith(ctx_tgt_.get(), batch_index);
+    float * logits = llama_get_logits_ith(ctx_tgt_->get(), batch_index);
     if (logits == nullptr) {
         throw std::runtime_error("the target produced no logits at batch index " + std::to_string(batch_index));
     }
@@ -295,9 +302,8 @@ bool Engine::round(int32_t budget, bool ignore_eos) {
     for (size_t i = 0; i < draft_tokens_.size(); ++i) {
         batch_.add(draft_tokens_[i], n_past_ + 1 + (llama_pos) i, 0, true);
     }
-    if (llama_process(ctx_tgt_.get(), LLAMA_PROCESS_TYPE_DECODE, batch_.get()) != 0) {
-        throw std::runtime_error("the target failed to decode the verification batch");
-    }
+    ctx_tgt_->prepare_rollback(0, batch_.size(), true);
+    ctx_tgt_->decode(batch_, "the verification batch");
     drafter_->process(batch_);
 
     std::vector<llama_token> accepted;
@@ -307,7 +313,7 @@ bool Engine::round(int32_t budget, bool ignore_eos) {
     history_.push_back(id_last_);
     history_.insert(history_.end(), accepted.begin(), accepted.end() - 1);
     n_past_ += 1 + n_accepted;
-    llama_memory_seq_rm(llama_get_memory(ctx_tgt_.get()), 0, n_past_, -1);
+    ctx_tgt_->trim(0, n_past_);
     drafter_->accept(n_accepted, n_past_);
     id_last_ = accepted.back();
     const double verify_s = seconds_since(t_verify);

@@ -2,6 +2,7 @@
 // (draft -> one batched target decode -> accept longest greedy prefix -> roll back -> bonus token).
 #pragma once
 
+#include "context.h"
 #include "drafter.h"
 #include "model.h"
 #include "sampling.h"
@@ -9,6 +10,7 @@
 #include "stats.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,9 +24,10 @@ struct EngineConfig {
     int32_t n_threads = 0;  // 0: llama.cpp's default
     int32_t ngram_size_n = 3;
     std::string schedule = "fixed";  // "fixed": always n_max; "confidence": see scheduler.h
+    std::string rollback = "auto";   // "auto" or "checkpoint" (see context.h)
 };
 
-enum class StopReason { None, MaxTokens, EndOfGeneration, ContextFull };
+enum class StopReason { None, MaxTokens, EndOfGeneration, ContextFull, Cancelled };
 const char * stop_reason_name(StopReason reason);
 
 class Engine {
@@ -32,12 +35,14 @@ public:
     Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config);
 
     const Model & target() const { return *target_; }
-    common_speculative_type spec_type() const { return drafter_->type(); }
+    std::string spec_type() const { return drafter_->name(); }
     int32_t n_max() const { return drafter_->n_max(); }
     // null for the fixed schedule
     const Scheduler * scheduler() const { return scheduler_.get(); }
     // the context size asked for (llama.cpp pads its cache to a multiple of 256; we keep to this)
     int32_t n_ctx() const { return n_ctx_; }
+    const Context & target_context() const { return *ctx_tgt_; }
+    const Drafter & drafter() const { return *drafter_; }
 
     // Reset both contexts and decode the prompt (all but its last token) into the target.
     // Greedy unless sampling.temperature > 0 (then the seeded RNG restarts from sampling.seed).
@@ -55,9 +60,12 @@ public:
     }
 
     // Run rounds until max_new_tokens were generated in total, an end-of-generation token
-    // (unless ignore_eos), the context is full, or max_rounds rounds ran (0 = no limit).
-    // Returns the tokens this call generated.
+    // (unless ignore_eos), the context is full, max_rounds rounds ran (0 = no limit) or the
+    // interrupt check says so (stop reason Cancelled). Returns the tokens this call generated.
     std::vector<llama_token> run(int32_t max_new_tokens, int32_t max_rounds, bool ignore_eos);
+
+    // Asked between rounds and between prompt chunks: true stops the generation (Ctrl-C, cancel()).
+    void set_interrupt_check(std::function<bool()> check) { interrupted_ = std::move(check); }
 
     StopReason stop_reason() const { return stop_reason_; }
     const std::vector<llama_token> & generated() const { return generated_; }
@@ -79,7 +87,7 @@ private:
     ModelPtr draft_;
     common_params base_;
     // declaration order is destruction order reversed: the drafter refers to the target context
-    llama_context_ptr ctx_tgt_;
+    std::unique_ptr<Context> ctx_tgt_;
     std::unique_ptr<Drafter> drafter_;
     std::unique_ptr<Scheduler> scheduler_;
     common_batch batch_;
@@ -103,6 +111,7 @@ private:
     std::mt19937_64 rng_;
     TruncatedDist dist_;
     int64_t prefill_us_ = 0;
+    std::function<bool()> interrupted_;
 };
 
 }  // namespace llamaspec

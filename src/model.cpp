@@ -66,15 +66,34 @@ GgufInfo inspect_gguf(const std::string & path) {
     return info;
 }
 
-Model::Model(const std::string & path, int n_gpu_layers, bool repack) : info_(inspect_gguf(path)) {
+Model::Model(const std::string & path, int n_gpu_layers, bool repack, bool load_mtp) : info_(inspect_gguf(path)) {
     llama_model_params params = llama_model_default_params();
     params.n_gpu_layers = n_gpu_layers;
     params.use_extra_bufts = repack;
+    params.load_mtp = load_mtp && info_.has_nextn;
+    mtp_loaded_ = params.load_mtp;
     model_.reset(llama_model_load_from_file(path.c_str(), params));
     if (!model_) {
         throw std::invalid_argument("llama.cpp could not load '" + path + "' (architecture '" +
                                     info_.architecture + "'): unsupported, truncated or inconsistent model");
     }
+}
+
+int64_t Model::tensor_dim(const std::string & name, int dim) const {
+    ggml_context * meta = nullptr;
+    gguf_init_params params = { /*no_alloc =*/ true, /*ctx =*/ &meta };
+    std::unique_ptr<gguf_context, gguf_deleter> ctx(gguf_init_from_file(info_.path.c_str(), params));
+    int64_t value = -1;
+    if (ctx && meta) {
+        const ggml_tensor * t = ggml_get_tensor(meta, name.c_str());
+        if (t != nullptr && dim >= 0 && dim < GGML_MAX_DIMS) {
+            value = t->ne[dim];
+        }
+    }
+    if (meta) {
+        ggml_free(meta);
+    }
+    return value;
 }
 
 std::string Model::meta(const std::string & key, const std::string & fallback) const {

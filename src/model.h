@@ -30,7 +30,8 @@ public:
     // repack: let llama.cpp's CPU backend repack quantized weights for speed. Its repacked kernels
     // round differently for different batch shapes, so greedy speculative output can then differ
     // from plain decoding at near-ties; repack = false keeps them bit-identical.
-    explicit Model(const std::string & path, int n_gpu_layers = -1, bool repack = true);
+    // load_mtp: also load the MTP (nextn) layers a GGUF may carry, for spec_type draft-mtp.
+    explicit Model(const std::string & path, int n_gpu_layers = -1, bool repack = true, bool load_mtp = true);
 
     llama_model * get() const { return model_.get(); }
     const llama_vocab * vocab() const { return llama_model_get_vocab(model_.get()); }
@@ -38,6 +39,12 @@ public:
     const std::string & path() const { return info_.path; }
     const std::string & architecture() const { return info_.architecture; }
     bool is_dflash_head() const { return info_.architecture == "dflash"; }
+    bool is_eagle3_head() const { return info_.architecture == "eagle3"; }
+    // the MTP layers were loaded (the GGUF has them and load_mtp was on)
+    bool mtp_loaded() const { return mtp_loaded_; }
+
+    // dimension `dim` of a tensor as the GGUF header gives it, -1 when the tensor is absent
+    int64_t tensor_dim(const std::string & name, int dim) const;
 
     int32_t n_vocab() const { return llama_vocab_n_tokens(vocab()); }
     int32_t n_layer() const { return llama_model_n_layer(model_.get()); }
@@ -53,6 +60,7 @@ public:
 
 private:
     GgufInfo info_;
+    bool mtp_loaded_ = false;
     llama_model_ptr model_;
 };
 

@@ -17,7 +17,7 @@ Model = _core.Model
 ModelLike = Union[str, "os.PathLike[str]", Model]
 
 
-def load_model(model: ModelLike, n_gpu_layers: int = -1, repack: bool = True) -> Model:
+def load_model(model: ModelLike, n_gpu_layers: int = -1, repack: bool = True, load_mtp: bool = True) -> Model:
     """A loaded model as it is, or load a GGUF path (ValueError if missing, not a GGUF or unloadable).
 
     ``repack=False`` turns off llama.cpp's CPU weight repacking: its kernels round differently for
@@ -28,7 +28,7 @@ def load_model(model: ModelLike, n_gpu_layers: int = -1, repack: bool = True) ->
         return model
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"expected a GGUF path or a llamaspec.Model, got {type(model).__name__}")
-    return Model(os.fspath(model), n_gpu_layers, repack)
+    return Model(os.fspath(model), n_gpu_layers, repack, load_mtp)
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,12 @@ class GenerationResult:
 
     text: str
     tokens: list
-    stop_reason: str  # "max_tokens", "eos" or "context"
+    stop_reason: str  # "max_tokens", "eos", "context" or "cancelled"
     stats: SpecStats
+
+    def __repr__(self) -> str:
+        text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
+        return f"GenerationResult({text!r}, {len(self.tokens)} tokens, stop_reason={self.stop_reason!r}, {self.stats!r})"
 
 
 @dataclass(frozen=True)
@@ -59,10 +63,20 @@ class Generator:
         draft: GGUF path or model of the drafter: a DSpark/DFlash head or a small draft model
             with the target's vocabulary. ``None`` for n-gram self-speculation or plain decoding.
         n_max: draft depth k (tokens proposed per round), 1..block size of a DSpark/DFlash head.
-        spec_type: ``"auto"`` (read from the draft's GGUF metadata; plain decoding without a
-            draft), ``"none"``, ``"draft-simple"``, ``"draft-dflash"``, ``"draft-dspark"``,
-            ``"ngram"`` (= ``"ngram-simple"``), ``"ngram-map-k"``, ``"ngram-map-k4v"``, ``"ngram-mod"``.
+        spec_type: ``"auto"`` (from the draft's GGUF: DSpark/DFlash head, EAGLE3 head or a draft model;
+            without a draft: ``"draft-mtp"`` when the target carries MTP layers and is a qwen35/qwen35moe,
+            else plain decoding), ``"none"``, ``"draft-simple"``, ``"draft-eagle3"``, ``"draft-mtp"``,
+            ``"draft-dflash"``, ``"draft-dspark"``, ``"ngram"`` (= ``"ngram-simple"``), ``"ngram-map-k"``,
+            ``"ngram-map-k4v"``, ``"ngram-mod"``, ``"ngram-cache"``, or a comma-separated chain of n-gram
+            drafters and at most one model drafter (``"ngram-mod,draft-dspark"``): llama.cpp asks the
+            n-gram drafters first and the model drafter when they find nothing.
         n_ctx: context size in tokens (prompt + generated).
+        rollback: how rejected draft tokens leave a recurrent / hybrid target's state (Qwen3.5/3.6
+            Gated DeltaNet layers): ``"auto"`` uses per-token snapshots of the verification batch where
+            the architecture has them, else state checkpoints; ``"checkpoint"`` forces checkpoints
+            (save the sequence state before each verification, restore it and decode the accepted
+            tokens again). Attention-only models simply drop the rejected positions. See
+            :attr:`memory_info`.
         n_threads: CPU threads (``None``: llama.cpp's default).
         ngram_size_n: key length of the n-gram drafters.
         schedule: ``"fixed"`` drafts n_max tokens every round; ``"confidence"`` chooses the depth
@@ -78,7 +92,8 @@ class Generator:
 
     def __init__(self, target: ModelLike, draft: Optional[ModelLike] = None, n_max: int = 8,
                  spec_type: str = "auto", n_ctx: int = 4096, n_threads: Optional[int] = None,
-                 ngram_size_n: int = 3, schedule: str = "fixed", verbose: bool = False) -> None:
+                 ngram_size_n: int = 3, schedule: str = "fixed", verbose: bool = False,
+                 rollback: str = "auto") -> None:
         for name, value in (("n_max", n_max), ("n_ctx", n_ctx), ("ngram_size_n", ngram_size_n)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -90,11 +105,14 @@ class Generator:
             raise TypeError("spec_type must be a string")
         if schedule not in ("fixed", "confidence"):
             raise ValueError(f"schedule must be 'fixed' or 'confidence', got {schedule!r}")
+        if rollback not in ("auto", "checkpoint"):
+            raise ValueError(f"rollback must be 'auto' or 'checkpoint', got {rollback!r}")
         _core.set_verbose(verbose)
         self.target = load_model(target)
         self.draft = None if draft is None else load_model(draft)
         self._engine = _core.Engine(self.target, self.draft, spec_type, n_max, n_ctx, n_threads or 0, ngram_size_n,
-                                    schedule)
+                                    schedule, rollback)
+        self._generation = 0  # bumped by every generate()/stream(): older stream iterators go stale
 
     # --- properties --------------------------------------------------------------------------
     @property
@@ -126,6 +144,25 @@ class Generator:
         """
         state = self._engine.scheduler_state()
         return {k: np.asarray(v) if isinstance(v, list) else v for k, v in state.items()}
+
+    @property
+    def memory_info(self) -> dict:
+        """How the target's and the draft's contexts take rejected tokens back.
+
+        ``{"target": {...}, "draft": {...} or None}``, each with ``rollback`` (``"remove"``: attention
+        KV cache; ``"snapshots"``: recurrent state stepped back within the verification batch;
+        ``"checkpoint"``: recurrent state restored from a saved checkpoint), ``checkpoints_saved``,
+        ``replay_tokens`` and ``replay_seconds`` (tokens decoded again after restores, and their time).
+        """
+        return self._engine.memory_info()
+
+    def cancel(self) -> None:
+        """Stop the running generate()/stream() after its current round; callable from any thread.
+
+        The call returns with ``stop_reason == "cancelled"`` and the tokens made so far; the Generator
+        stays usable. (Ctrl-C raises KeyboardInterrupt from the running call within one round.)
+        """
+        self._engine.cancel()
 
     # --- text <-> tokens -----------------------------------------------------------------------
     def tokenize(self, text: Union[str, bytes], add_special: bool = True) -> list:
@@ -178,6 +215,7 @@ class Generator:
         seed = int(sampling["seed"])
         if not 0 <= seed < 2**64:
             raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+        self._generation += 1
         self._engine.start(self._prompt_tokens(prompt, add_special), *params, seed)
 
     def generate(self, prompt: Union[str, bytes, Sequence[int]], max_tokens: int = 128, *,
@@ -196,7 +234,8 @@ class Generator:
         """
         self._start(prompt, max_tokens, add_special, dict(temperature=temperature, top_k=top_k, top_p=top_p,
                                                           min_p=min_p, seed=seed))
-        tokens = self._engine.run(max_tokens, 0, ignore_eos)
+        cancelled_in_prefill = self._engine.stop_reason == "cancelled"
+        tokens = [] if cancelled_in_prefill else self._engine.run(max_tokens, 0, ignore_eos)
         return GenerationResult(text=self.detokenize(tokens), tokens=tokens,
                                 stop_reason=self._engine.stop_reason, stats=self._stats())
 
@@ -209,9 +248,17 @@ class Generator:
         """
         self._start(prompt, max_tokens, add_special, dict(temperature=temperature, top_k=top_k, top_p=top_p,
                                                           min_p=min_p, seed=seed))
+        return self._stream(max_tokens, ignore_eos, self._generation)
+
+    def _stream(self, max_tokens: int, ignore_eos: bool, generation: int) -> Iterator[StreamChunk]:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         n_rounds = 0
         while True:
+            if generation != self._generation:
+                raise RuntimeError("this stream was superseded: a later generate(), stream() or chat() call on the "
+                                   "same Generator started another generation")
+            if self._engine.stop_reason:  # cancelled while its prompt was read
+                break
             tokens = self._engine.run(max_tokens, 1, ignore_eos)
             log = self._engine.round_log()
             if len(log["drafted"]) > n_rounds:

@@ -8,7 +8,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SpecStats:
     """Per-round record of one generation.
 
@@ -149,6 +149,12 @@ class SpecStats:
             "tokens_per_second": self.tokens_per_second,
             "P": [None if np.isnan(p) else float(p) for p in self.positional_acceptance],
         }
+
+    def __repr__(self) -> str:
+        P = " ".join("-" if np.isnan(p) else f"{p:.2f}" for p in self.positional_acceptance)
+        return (f"SpecStats({self.spec_type}, n_max={self.n_max}, rounds={self.rounds}, "
+                f"generated={self.n_generated}, drafted={self.n_drafted}, accepted={self.n_accepted}, "
+                f"tau={self.mean_accepted_length:.2f}, {self.tokens_per_second:.1f} tok/s, P=[{P}])")
 
     def table(self) -> str:
         """P1..Pk as a small text table."""

@@ -68,26 +68,39 @@ from typing import Sequence, Union
 import numpy as np
 
 def _vendored_gguf_py() -> Path:
-    """The gguf-py of the llama.cpp tree this package was built against (or $LLAMASPEC_GGUF_PY)."""
+    """The folder holding the gguf-py package of the llama.cpp tree llamaspec was built against.
+
+    The wheel ships it as ``llamaspec/_vendor/gguf``; ``$LLAMASPEC_GGUF_PY`` (a folder containing
+    ``gguf/``) overrides it, and an unbuilt source checkout falls back to ``vendor/llama.cpp/gguf-py``.
+    """
     env = os.environ.get("LLAMASPEC_GGUF_PY")
-    if env:
-        return Path(env)
-    try:
-        from llamaspec._build_info import llama_cpp_dir
-    except ImportError:  # running from a source checkout that was not built
-        llama_cpp_dir = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp"
-    path = Path(llama_cpp_dir) / "gguf-py"
-    if not (path / "gguf").is_dir():
-        raise ImportError(f"the vendored gguf-py is missing at {path}: build llamaspec first "
-                          "(pip install .) or set LLAMASPEC_GGUF_PY")
-    return path
+    candidates = [Path(env)] if env else []
+    candidates += [Path(__file__).resolve().parent / "_vendor",
+                   Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp" / "gguf-py"]
+    for path in candidates:
+        if (path / "gguf" / "__init__.py").is_file():
+            return path
+    raise ImportError("llamaspec's copy of gguf-py is missing (looked in " + ", ".join(map(str, candidates)) +
+                      "): reinstall llamaspec (pip install .) or set LLAMASPEC_GGUF_PY")
 
 
-_GGUF_PY = _vendored_gguf_py()
-if str(_GGUF_PY) not in sys.path:
-    sys.path.insert(0, str(_GGUF_PY))
+def _import_gguf():
+    """Import the vendored gguf-py as the top-level ``gguf`` (it imports itself by that name)."""
+    folder = str(_vendored_gguf_py())
+    loaded = sys.modules.get("gguf")
+    if loaded is not None:
+        if not hasattr(getattr(loaded, "MODEL_ARCH", None), "DFLASH"):
+            raise ImportError(f"another 'gguf' package ({getattr(loaded, '__file__', '?')}) was imported first and "
+                              "lacks the DFlash/DSpark keys: import llamaspec.tiny_models before it")
+        return loaded
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    import gguf as module
 
-import gguf  # noqa: E402  (vendored gguf-py, put on sys.path above)
+    return module
+
+
+gguf = _import_gguf()
 
 PathLike = Union[str, "os.PathLike[str]"]
 

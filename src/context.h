@@ -1,0 +1,101 @@
+// Context: one llama_context (RAII) and the one place that knows how to roll a sequence back.
+//
+// Speculative decoding writes tokens into a cache and then takes some of them back. How that can
+// be done depends on the memory behind the context:
+//   - attention KV cache: positions are simply removed (llama_memory_seq_rm);
+//   - recurrent / hybrid memory (Gated DeltaNet, Mamba, ...) keeps one state per sequence, which
+//     cannot be "partly erased". Architectures that support it keep per-token snapshots of the
+//     latest batch (n_rs_seq): the state can step back up to n_rs_seq tokens into that batch;
+//   - otherwise, or further back, the sequence's recurrent state is saved beforehand (a
+//     checkpoint, llama.cpp's state_seq API) and restored, and the tokens between the checkpoint
+//     and the point kept are decoded again.
+// Every caller trims through Context::trim; a rollback that cannot be done raises, never passes
+// silently.
+#pragma once
+
+#include "model.h"
+
+#include "common.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace llamaspec {
+
+enum class RollbackMode {
+    Remove,     // attention-only memory: remove positions
+    Snapshots,  // recurrent state with per-token snapshots of the latest batch (n_rs_seq > 0), checkpoint beyond
+    Checkpoint  // recurrent state: save/restore the sequence state and decode the kept tokens again
+};
+const char * rollback_mode_name(RollbackMode mode);
+
+// "auto" picks the cheapest mode the memory supports; "checkpoint" forces state checkpoints on a
+// recurrent/hybrid memory (to test and measure that path where snapshots would also work).
+struct RollbackPolicy {
+    bool force_checkpoint = false;
+    static RollbackPolicy parse(const std::string & name);
+};
+
+class Context {
+public:
+    // `role` names the context in error messages ("target", "draft model"). `max_rollback` is the most
+    // tokens one trim may take back from the end of the latest batch: it sizes the recurrent snapshots
+    // where the architecture has them (params.n_rs_seq is overwritten).
+    Context(ModelPtr model, llama_context_params params, uint32_t max_rollback, std::string role,
+            RollbackPolicy policy = {});
+
+    Context(const Context &) = delete;
+    Context & operator=(const Context &) = delete;
+
+    llama_context * get() const { return ctx_.get(); }
+    const Model & model() const { return *model_; }
+    const std::string & role() const { return role_; }
+    RollbackMode rollback_mode() const { return mode_; }
+    uint32_t n_ctx() const { return llama_n_ctx(ctx_.get()); }
+
+    // Decode a batch; throws std::runtime_error naming `what` when llama.cpp fails.
+    void decode(common_batch & batch, const char * what);
+    // A batch that llama.cpp's drafter code decoded into this context on our behalf.
+    void record(const common_batch & batch);
+
+    // The next tokens of `seq` (n_tokens of them, in one batch unless one_batch is false) may later be
+    // taken back in part: save what a trim will need. A no-op where removal or snapshots suffice.
+    void prepare_rollback(llama_seq_id seq, int32_t n_tokens, bool one_batch);
+
+    // Keep positions < n_past of `seq`, drop the rest. Throws std::runtime_error when it cannot be done.
+    void trim(llama_seq_id seq, llama_pos n_past);
+
+    // Empty every sequence.
+    void clear();
+
+    // Seconds and tokens spent re-decoding after checkpoint restores (the price of Checkpoint mode).
+    double replay_seconds() const { return replay_us_ * 1e-6; }
+    int64_t replay_tokens() const { return replay_tokens_; }
+    int64_t checkpoints_saved() const { return checkpoints_saved_; }
+
+private:
+    struct Checkpoint {
+        bool valid = false;
+        llama_pos pos_max = -1;                              // last position the saved state covers
+        std::vector<uint8_t> state;                          // recurrent part of the sequence state
+        std::vector<std::pair<llama_token, llama_pos>> log;  // tokens decoded since, in order
+    };
+    Checkpoint & checkpoint_of(llama_seq_id seq);
+    void save_checkpoint(llama_seq_id seq);
+    void restore_checkpoint(llama_seq_id seq, llama_pos n_past);
+
+    ModelPtr model_;
+    std::string role_;
+    llama_context_ptr ctx_;
+    RollbackMode mode_ = RollbackMode::Remove;
+    uint32_t n_rs_seq_ = 0;
+    std::vector<Checkpoint> checkpoints_;  // per sequence
+    common_batch replay_batch_;
+    int64_t replay_us_ = 0;
+    int64_t replay_tokens_ = 0;
+    int64_t checkpoints_saved_ = 0;
+};
+
+}  // namespace llamaspec

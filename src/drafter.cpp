@@ -156,8 +156,8 @@ std::vector<common_speculative_type> resolve_spec_types(const std::string & name
     if (name == "auto") {
         if (draft == nullptr) {
             // the target's own MTP layers where they are known to work, else plain decoding
-            types = {target.info().has_nextn && mtp_tested_arch(target) ? COMMON_SPECULATIVE_TYPE_DRAFT_MTP
-                                                                         : COMMON_SPECULATIVE_TYPE_NONE};
+            types = {target.mtp_loaded() && mtp_tested_arch(target) ? COMMON_SPECULATIVE_TYPE_DRAFT_MTP
+                                                                     : COMMON_SPECULATIVE_TYPE_NONE};
         } else if (draft->is_dflash_head()) {
             types = {draft->info().has_markov_head ? COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK
                                                    : COMMON_SPECULATIVE_TYPE_DRAFT_DFLASH};
@@ -343,8 +343,9 @@ void Drafter::process(const common_batch & batch) {
     if (ctx_dft_) {
         ctx_dft_->record(batch);
     }
-    // the draft cache may now hold positions the target rejects (not when the input is deferred)
-    dft_cache_has_tail_ = !defer_process_;
+    // the draft cache may now hold positions the target rejects (not when the input is deferred:
+    // a DFlash/DSpark head keeps the features until its next draft; EAGLE3 and MTP decode them now)
+    dft_cache_has_tail_ = !(defer_process_ && is_block_head(model_type_));
 }
 
 void Drafter::flush_pending() {

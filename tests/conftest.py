@@ -34,3 +34,14 @@ PROMPTS = [
     "the cat the cat the cat the cat",
     "Once upon a time",
 ]
+
+
+@pytest.fixture(scope="session")
+def hybrid_models(tmp_path_factory, models) -> dict:
+    """Paths of the architecture set: qwen3 / qwen35 / qwen35moe targets (with and without MTP layers),
+    hybrid and non-hybrid draft models, EAGLE3 heads, plus the standard DFlash/DSpark heads."""
+    outdir = tmp_path_factory.mktemp("hybrid-models")
+    tiny_models.write_hybrid_set(outdir, seed=0)
+    paths = {p.stem: str(p) for p in outdir.glob("*.gguf")}
+    paths.update({name: models[name] for name in ("dflash", "dspark")})
+    return paths

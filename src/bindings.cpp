@@ -1,9 +1,13 @@
 // Thin nanobind bindings: Model, Engine, GGUF inspection and log control.
 // The round loop runs in C++ with the GIL released; Python only orchestrates.
+#include "context.h"
 #include "engine.h"
+
+#include "ggml-cpu.h"
 #include "model.h"
 #include "sampling.h"
 
+#include "chat.h"
 #include "log.h"
 
 #include <nanobind/nanobind.h>
@@ -145,6 +149,9 @@ NB_MODULE(_core, m) {
     m.doc() = "llamaspec native core: llama.cpp speculative decoding with per-round statistics";
 
     llama_backend_init();
+    // batch-invariant CPU kernels on by default: greedy speculative output equals plain decoding bit for
+    // bit (patches/0002); bench/batch_invariance.py measures the cost (about 1% on plain decoding)
+    ggml_cpu_set_batch_invariant(true);
     llama_log_set(log_filter, nullptr);
     set_verbose(false);
 
@@ -163,14 +170,106 @@ NB_MODULE(_core, m) {
         return d;
     }, "path"_a, "Read a GGUF header (no weights). Raises ValueError for a missing, unreadable or non-GGUF file.");
 
+    m.def("set_batch_invariant", [](bool on) { ggml_cpu_set_batch_invariant(on); }, "on"_a,
+          "Process-wide: compute every row of a matmul / attention in the same order whatever the batch shape "
+          "(CPU backend), so verification batches give the logits of one-token decoding.");
+    m.def("get_batch_invariant", [] { return ggml_cpu_get_batch_invariant(); });
+
+    nb::class_<Context>(m, "Context")
+        .def(nb::new_([](ModelPtr model, int n_ctx, int n_seq, int n_batch, int n_threads,
+                         const std::vector<int32_t> & capture_layers, const std::string & rollback,
+                         int max_rollback) {
+                 if (!model) {
+                     throw std::invalid_argument("a model is required");
+                 }
+                 if (n_ctx < 8 || n_seq < 1 || n_seq > 256 || n_batch < 1) {
+                     throw std::invalid_argument("need n_ctx >= 8, 1 <= n_seq <= 256 and n_batch >= 1");
+                 }
+                 llama_context_params params = llama_context_default_params();
+                 params.n_ctx = (uint32_t) n_ctx * (uint32_t) n_seq;  // n_ctx tokens per sequence
+                 params.n_seq_max = (uint32_t) n_seq;
+                 params.n_batch = (uint32_t) n_batch;
+                 params.n_ubatch = (uint32_t) std::min(n_batch, 512);
+                 params.kv_unified = false;
+                 const int threads = n_threads > 0 ? n_threads : common_cpu_get_num_math();
+                 params.n_threads = params.n_threads_batch = threads;
+                 params.no_perf = true;
+                 nb::gil_scoped_release release;
+                 auto ctx = std::make_shared<Context>(model, params, (uint32_t) max_rollback, "context",
+                                                      RollbackPolicy::parse(rollback));
+                 ctx->capture_layers(capture_layers);
+                 return ctx;
+             }), "model"_a, "n_ctx"_a = 4096, "n_seq"_a = 1, "n_batch"_a = 512, "n_threads"_a = 0,
+             "capture_layers"_a = std::vector<int32_t>(), "rollback"_a = "auto", "max_rollback"_a = 16)
+        .def_prop_ro("n_ctx", [](const Context & c) { return c.n_ctx() / std::max<uint32_t>(1, llama_n_seq_max(c.get())); })
+        .def_prop_ro("n_seq", [](const Context & c) { return (int) llama_n_seq_max(c.get()); })
+        .def_prop_ro("rollback", [](const Context & c) { return std::string(rollback_mode_name(c.rollback_mode())); })
+        .def_prop_ro("captured_layers", &Context::captured_layers)
+        .def_prop_ro("n_outputs", &Context::n_outputs)
+        .def_prop_ro("n_decoded", &Context::n_decoded)
+        .def("n_pos", &Context::n_pos, "seq"_a = 0)
+        .def("decode", [](Context & c, const std::vector<llama_token> & tokens, int pos, int seq,
+                          const std::string & outputs) {
+            nb::gil_scoped_release release;
+            return c.decode_tokens(tokens, pos, seq, outputs);
+        }, "tokens"_a, "pos"_a = -1, "seq"_a = 0, "outputs"_a = "all")
+        .def("_logits_into", [](const Context & c, nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> out) {
+            const size_t n_vocab = (size_t) c.model().n_vocab();
+            if ((int64_t) out.shape(0) != c.n_outputs() || out.shape(1) != n_vocab) {
+                throw std::invalid_argument("output array has the wrong shape");
+            }
+            for (int32_t i = 0; i < c.n_outputs(); ++i) {
+                std::copy_n(c.logits_row(i), n_vocab, out.data() + (size_t) i * n_vocab);
+            }
+        }, "out"_a)
+        .def("_features_into", [](const Context & c, int layer,
+                                  nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> out) {
+            const size_t n_embd = (size_t) c.model().n_embd();
+            if ((int64_t) out.shape(0) != c.n_decoded() || out.shape(1) != n_embd) {
+                throw std::invalid_argument("output array has the wrong shape");
+            }
+            const float * data = c.layer_features(layer);
+            std::copy_n(data, (size_t) c.n_decoded() * n_embd, out.data());
+        }, "layer"_a, "out"_a)
+        .def("trim", &Context::trim, "seq"_a, "n_past"_a)
+        .def("clear", &Context::clear);
+
+    m.def("chat_prompt", [](const ModelPtr & model, const std::vector<std::pair<std::string, std::string>> & messages,
+                            bool add_generation_prompt, const std::string & template_override) {
+        if (!model) {
+            throw std::invalid_argument("a model is required");
+        }
+        common_chat_templates_inputs inputs;
+        for (const auto & [role, content] : messages) {
+            common_chat_msg msg;
+            msg.role = role;
+            msg.content = content;
+            inputs.messages.push_back(std::move(msg));
+        }
+        inputs.add_generation_prompt = add_generation_prompt;
+        inputs.use_jinja = true;
+        common_chat_params params;
+        try {
+            // the GGUF's own template (tokenizer.chat_template) unless overridden, rendered with jinja
+            // as llama-server renders it
+            auto templates = common_chat_templates_init(model->get(), template_override);
+            params = common_chat_templates_apply(templates.get(), inputs);
+        } catch (const std::exception & e) {
+            throw std::invalid_argument(std::string("could not apply the chat template: ") + e.what());
+        }
+        return std::make_pair(params.prompt, params.additional_stops);
+    }, "model"_a, "messages"_a, "add_generation_prompt"_a = true, "template"_a = "",
+       "Render (role, content) messages with the model's chat template: (prompt text, extra stop strings).");
+
     m.def("quantize", [](const std::string & src, const std::string & dst, const std::string & type, int n_threads) {
         static const std::pair<const char *, llama_ftype> types[] = {
             {"Q2_K", LLAMA_FTYPE_MOSTLY_Q2_K}, {"Q3_K_S", LLAMA_FTYPE_MOSTLY_Q3_K_S},
-            {"Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"Q8_0", LLAMA_FTYPE_MOSTLY_Q8_0}};
+            {"Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"Q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
+            {"Q4_0", LLAMA_FTYPE_MOSTLY_Q4_0}, {"F16", LLAMA_FTYPE_MOSTLY_F16}};
         const auto * found = std::find_if(std::begin(types), std::end(types),
                                           [&](const auto & t) { return type == t.first; });
         if (found == std::end(types)) {
-            throw std::invalid_argument("quantization type must be one of Q2_K, Q3_K_S, Q4_K_M, Q8_0");
+            throw std::invalid_argument("quantization type must be one of Q2_K, Q3_K_S, Q4_K_M, Q8_0, Q4_0, F16");
         }
         inspect_gguf(src);  // clear errors for a missing or non-GGUF input
         llama_model_quantize_params params = llama_model_quantize_default_params();
@@ -263,6 +362,8 @@ NB_MODULE(_core, m) {
         .def_prop_ro("path", &Model::path)
         .def_prop_ro("architecture", &Model::architecture)
         .def_prop_ro("n_vocab", &Model::n_vocab)
+        .def_prop_ro("bos", [](const Model & model) { return llama_vocab_bos(model.vocab()); })
+        .def_prop_ro("add_bos", [](const Model & model) { return llama_vocab_get_add_bos(model.vocab()); })
         .def_prop_ro("n_layer", &Model::n_layer)
         .def_prop_ro("n_embd", &Model::n_embd)
         .def_prop_ro("n_ctx_train", &Model::n_ctx_train)
@@ -324,8 +425,9 @@ NB_MODULE(_core, m) {
     nb::class_<EngineHandle>(m, "Engine")
         .def("__init__", [](EngineHandle * self, ModelPtr target, ModelPtr draft, const std::string & spec_type,
                             int n_max, int n_ctx, int n_threads, int ngram_size_n, const std::string & schedule,
-                            const std::string & rollback) {
+                            const std::string & rollback, bool reuse_prefix) {
                  EngineConfig config;
+                 config.reuse_prefix = reuse_prefix;
                  config.schedule = schedule;
                  config.rollback = rollback;
                  config.spec_type = spec_type;
@@ -337,7 +439,8 @@ NB_MODULE(_core, m) {
                  new (self) EngineHandle(std::move(target), std::move(draft), config);
              },
              "target"_a, "draft"_a.none(), "spec_type"_a = "auto", "n_max"_a = 8, "n_ctx"_a = 4096,
-             "n_threads"_a = 0, "ngram_size_n"_a = 3, "schedule"_a = "fixed", "rollback"_a = "auto")
+             "n_threads"_a = 0, "ngram_size_n"_a = 3, "schedule"_a = "fixed", "rollback"_a = "auto",
+             "reuse_prefix"_a = true)
         .def_prop_ro("spec_type", [](EngineHandle & h) {
             return h.with_engine([](Engine & e) { return e.spec_type(); });
         })
@@ -406,6 +509,9 @@ NB_MODULE(_core, m) {
         .def_prop_ro("prefill_seconds", [](EngineHandle & h) {
             return h.with_engine([](Engine & e) { return e.prefill_seconds(); });
         })
+        .def_prop_ro("prefill_tokens", [](EngineHandle & h) {
+            return h.with_engine([](Engine & e) { return e.prefill_tokens(); });
+        }, "Prompt tokens the last start() decoded (the rest came from the cache: prefix reuse).")
         .def("round_log", [](EngineHandle & h) {
             return h.with_engine([](Engine & e) {
                 const RoundLog & log = e.rounds();

@@ -1,6 +1,7 @@
 #include "context.h"
 
 #include "ggml.h"
+#include "llama-ext.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -44,6 +45,7 @@ Context::Context(ModelPtr model, llama_context_params params, uint32_t max_rollb
     mode_ = !recurrent ? RollbackMode::Remove : n_rs_seq_ > 0 ? RollbackMode::Snapshots : RollbackMode::Checkpoint;
     checkpoints_.resize(std::max<uint32_t>(1, llama_n_seq_max(ctx_.get())));
     replay_batch_ = common_batch(ctx_.get());
+    user_batch_ = common_batch(ctx_.get());
 }
 
 Context::Checkpoint & Context::checkpoint_of(llama_seq_id seq) {
@@ -144,11 +146,11 @@ void Context::restore_checkpoint(llama_seq_id seq, llama_pos n_past) {
     replay_tokens_ += (int64_t) kept.size();
 }
 
-void Context::trim(llama_seq_id seq, llama_pos n_past) {
+bool Context::try_trim(llama_seq_id seq, llama_pos n_past, std::string * why) {
     llama_memory_t mem = llama_get_memory(ctx_.get());
     Checkpoint & cp = checkpoint_of(seq);
     if (n_past > llama_memory_seq_pos_max(mem, seq)) {
-        return;  // nothing past n_past
+        return true;  // nothing past n_past
     }
     if (mode_ != RollbackMode::Checkpoint || n_past <= 0) {
         // KV removal, or a recurrent step back within the snapshots of the latest batch
@@ -159,27 +161,137 @@ void Context::trim(llama_seq_id seq, llama_pos n_past) {
             while (!cp.log.empty() && cp.log.back().second >= n_past) {
                 cp.log.pop_back();
             }
-            return;
+            return true;
         }
         if (mode_ == RollbackMode::Remove) {
-            throw std::runtime_error("llama.cpp refused to remove positions >= " + std::to_string(n_past) +
-                                     " from the " + role_ + "'s cache");
+            if (why) {
+                *why = "llama.cpp refused to remove positions >= " + std::to_string(n_past) + " from the " + role_ +
+                       "'s cache";
+            }
+            return false;
         }
     }
     if (!cp.valid || cp.pos_max >= n_past) {
-        throw std::runtime_error(
-            "cannot roll the " + role_ + "'s recurrent state back to position " + std::to_string(n_past) + " (" +
-            rollback_mode_name(mode_) + " mode, " + std::to_string(n_rs_seq_) + " snapshots" +
-            (cp.valid ? ", checkpoint at position " + std::to_string(cp.pos_max) : ", no checkpoint") + ")");
+        if (why) {
+            *why = "cannot roll the " + role_ + "'s recurrent state back to position " + std::to_string(n_past) +
+                   " (" + rollback_mode_name(mode_) + " mode, " + std::to_string(n_rs_seq_) + " snapshots" +
+                   (cp.valid ? ", checkpoint at position " + std::to_string(cp.pos_max) : ", no checkpoint") + ")";
+        }
+        return false;
     }
     restore_checkpoint(seq, n_past);
+    return true;
+}
+
+void Context::trim(llama_seq_id seq, llama_pos n_past) {
+    std::string why;
+    if (!try_trim(seq, n_past, &why)) {
+        throw std::runtime_error(why);
+    }
 }
 
 void Context::clear() {
     llama_memory_clear(llama_get_memory(ctx_.get()), true);
+    n_outputs_ = n_decoded_ = 0;
+    output_index_.clear();
     for (auto & cp : checkpoints_) {
         cp = Checkpoint{};
     }
+}
+
+}  // namespace llamaspec
+
+namespace llamaspec {
+
+void Context::capture_layers(const std::vector<int32_t> & layers) {
+    for (int32_t layer : layers) {
+        if (layer < 0 || layer >= model_->n_layer()) {
+            throw std::invalid_argument("layer " + std::to_string(layer) + " is out of range: '" + model_->path() +
+                                        "' has layers 0.." + std::to_string(model_->n_layer() - 1));
+        }
+    }
+    if (!layers.empty() && !model_->publishes_layer_features()) {
+        throw std::invalid_argument("llama.cpp's '" + model_->architecture() + "' graph does not publish layer "
+                                    "inputs (architectures that do: " + layer_feature_architectures() + ")");
+    }
+    for (int32_t layer : layers) {
+        if (std::find(captured_.begin(), captured_.end(), layer) == captured_.end()) {
+            llama_set_embeddings_layer_inp(ctx_.get(), (uint32_t) layer, true);
+            captured_.push_back(layer);
+        }
+    }
+}
+
+int32_t Context::decode_tokens(const std::vector<llama_token> & tokens, llama_pos pos0, llama_seq_id seq,
+                               const std::string & outputs) {
+    if (tokens.empty()) {
+        throw std::invalid_argument("no tokens to decode");
+    }
+    if (outputs != "all" && outputs != "last" && outputs != "none") {
+        throw std::invalid_argument("outputs must be 'all', 'last' or 'none', got '" + outputs + "'");
+    }
+    checkpoint_of(seq);  // range check of seq
+    const int32_t n_vocab = model_->n_vocab();
+    for (llama_token t : tokens) {
+        if (t < 0 || t >= n_vocab) {
+            throw std::invalid_argument("token " + std::to_string(t) + " is outside the vocabulary (0.." +
+                                        std::to_string(n_vocab - 1) + ")");
+        }
+    }
+    const llama_pos next = n_pos(seq);
+    if (pos0 < 0) {
+        pos0 = next;
+    } else if (pos0 != next) {
+        throw std::invalid_argument("sequence " + std::to_string(seq) + " holds positions 0.." +
+                                    std::to_string(next - 1) + ": the next tokens go at position " +
+                                    std::to_string(next) + ", not " + std::to_string(pos0) + " (trim() first)");
+    }
+    if ((int64_t) pos0 + (int64_t) tokens.size() > (int64_t) n_ctx()) {
+        throw std::invalid_argument("sequence " + std::to_string(seq) + " would reach position " +
+                                    std::to_string(pos0 + (llama_pos) tokens.size() - 1) +
+                                    ", past the context of " + std::to_string(n_ctx()) + " tokens per sequence");
+    }
+    const size_t n_batch = llama_n_batch(ctx_.get());
+    if (tokens.size() > n_batch) {
+        throw std::invalid_argument(std::to_string(tokens.size()) + " tokens exceed this context's batch of " +
+                                    std::to_string(n_batch) + " (decode them in parts)");
+    }
+    user_batch_.clear();
+    output_index_.clear();
+    n_outputs_ = n_decoded_ = 0;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        const bool out = outputs == "all" || (outputs == "last" && i + 1 == tokens.size());
+        user_batch_.add(tokens[i], pos0 + (llama_pos) i, seq, out);
+        if (out) {
+            output_index_.push_back((int32_t) i);
+        }
+    }
+    decode(user_batch_, "the tokens");
+    n_decoded_ = (int32_t) tokens.size();
+    n_outputs_ = (int32_t) output_index_.size();
+    return n_outputs_;
+}
+
+const float * Context::logits_row(int32_t i) const {
+    if (i < 0 || i >= n_outputs_) {
+        throw std::out_of_range("output row " + std::to_string(i) + " is out of range (" +
+                                std::to_string(n_outputs_) + " rows from the latest decode)");
+    }
+    const float * row = llama_get_logits_ith(ctx_.get(), output_index_[i]);
+    if (row == nullptr) {
+        throw std::runtime_error("llama.cpp returned no logits for output row " + std::to_string(i));
+    }
+    return row;
+}
+
+const float * Context::layer_features(int32_t layer) const {
+    if (std::find(captured_.begin(), captured_.end(), layer) == captured_.end()) {
+        throw std::invalid_argument("layer " + std::to_string(layer) + " is not captured (capture_layers=[...])");
+    }
+    if (n_decoded_ == 0) {
+        throw std::runtime_error("nothing decoded yet");
+    }
+    return llama_get_embeddings_layer_inp(ctx_.get(), (uint32_t) layer);
 }
 
 }  // namespace llamaspec

@@ -66,9 +66,34 @@ public:
 
     // Keep positions < n_past of `seq`, drop the rest. Throws std::runtime_error when it cannot be done.
     void trim(llama_seq_id seq, llama_pos n_past);
+    // The same, returning false (and why) where trim() would throw, with the sequence unchanged.
+    bool try_trim(llama_seq_id seq, llama_pos n_past, std::string * why = nullptr);
+    // Positions of `seq` in the cache (last position + 1; 0 when empty).
+    llama_pos n_pos(llama_seq_id seq) const {
+        return llama_memory_seq_pos_max(llama_get_memory(ctx_.get()), seq) + 1;
+    }
 
     // Empty every sequence.
     void clear();
+
+    // --- direct use (llamaspec.Context) ------------------------------------------------------
+    // Capture the input hidden state of these layers (what DFlash/DSpark/EAGLE3 heads read) at
+    // every token of later decodes. Throws std::invalid_argument for a layer out of range or an
+    // architecture whose graph does not publish them.
+    void capture_layers(const std::vector<int32_t> & layers);
+    const std::vector<int32_t> & captured_layers() const { return captured_; }
+
+    // Decode tokens of one sequence at positions pos0, pos0 + 1, ...; outputs (logits) at every
+    // token ("all"), the last one ("last") or none. Checks ids, positions and room before llama.cpp
+    // could assert. Returns the number of output rows.
+    int32_t decode_tokens(const std::vector<llama_token> & tokens, llama_pos pos0, llama_seq_id seq,
+                          const std::string & outputs);
+    int32_t n_outputs() const { return n_outputs_; }
+    int32_t n_decoded() const { return n_decoded_; }  // tokens of the latest decode_tokens()
+    // row i of the latest outputs (n_vocab floats), owned by llama.cpp until the next decode
+    const float * logits_row(int32_t i) const;
+    // [n_decoded, n_embd] input of `layer` for the latest decode_tokens(), owned by llama.cpp
+    const float * layer_features(int32_t layer) const;
 
     // Seconds and tokens spent re-decoding after checkpoint restores (the price of Checkpoint mode).
     double replay_seconds() const { return replay_us_ * 1e-6; }
@@ -92,6 +117,11 @@ private:
     RollbackMode mode_ = RollbackMode::Remove;
     uint32_t n_rs_seq_ = 0;
     std::vector<Checkpoint> checkpoints_;  // per sequence
+    std::vector<int32_t> captured_;
+    common_batch user_batch_;
+    std::vector<int32_t> output_index_;  // batch index of each output row of the latest decode_tokens()
+    int32_t n_outputs_ = 0;
+    int32_t n_decoded_ = 0;
     common_batch replay_batch_;
     int64_t replay_us_ = 0;
     int64_t replay_tokens_ = 0;

@@ -2,8 +2,6 @@
 
 #include "llama-ext.h"
 
-#include "layer_feature_archs.h"
-
 #include "ggml.h"
 
 #include <algorithm>
@@ -74,16 +72,10 @@ bool mtp_tested_arch(const Model & target) {
 }
 
 void check_layer_features(const Model & target, const Model & head, common_speculative_type type) {
-    const std::string & arch = target.architecture();
-    if (std::find(std::begin(kLayerFeatureArchs), std::end(kLayerFeatureArchs), arch) ==
-        std::end(kLayerFeatureArchs)) {
-        std::string archs;
-        for (const char * a : kLayerFeatureArchs) {
-            archs += archs.empty() ? a : std::string(", ") + a;
-        }
+    if (!target.publishes_layer_features()) {
         throw std::invalid_argument("a " + type_name(type) + " head reads the target's hidden states at chosen "
-                                    "layers, which llama.cpp's '" + arch + "' graph does not publish (targets "
-                                    "that do: " + archs + ")");
+                                    "layers, which llama.cpp's '" + target.architecture() + "' graph does not "
+                                    "publish (targets that do: " + layer_feature_architectures() + ")");
     }
     const int32_t * layers = llama_model_target_layer_ids(head.get());
     const uint32_t n_layers = llama_model_target_layer_ids_n(head.get());
@@ -309,22 +301,44 @@ Drafter::Drafter(const common_params & base, const ModelPtr & target, Context & 
 
 std::string Drafter::name() const { return spec_types_name(types_); }
 
-void Drafter::begin(const llama_tokens & prompt_history) {
+size_t Drafter::reusable_prefix(size_t n_keep) const {
+    if (!active() || model_type_ == COMMON_SPECULATIVE_TYPE_NONE || model_type_ == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE) {
+        return n_keep;
+    }
+    return 0;
+}
+
+void Drafter::begin(const llama_tokens & prompt_history, size_t n_keep) {
     if (!active()) {
         return;
     }
+    pending_.clear();
+    size_t catch_up_from = n_keep;  // the draft model decodes prompt_history[catch_up_from, n_keep) below
     if (ctx_dft_) {
-        ctx_dft_->clear();
+        size_t keep = std::min<size_t>(reusable_prefix(n_keep), (size_t) ctx_dft_->n_pos(0));
+        if (keep > 0 && !ctx_dft_->try_trim(0, (llama_pos) keep)) {
+            keep = 0;
+        }
+        if (keep == 0) {
+            ctx_dft_->clear();
+        }
+        catch_up_from = keep;
     }
+    dft_cache_has_tail_ = false;
     // a fresh state per generation, so one generation never depends on the previous one
     spec_.reset();
-    pending_.clear();
     spec_.reset(common_speculative_init(params_, 1));
     if (!spec_) {
         throw std::runtime_error("llama.cpp could not initialise the '" + name() + "' drafter");
     }
     common_speculative_set_deferred_process(spec_.get(), defer_process_ && is_block_head(model_type_));
     common_speculative_begin(spec_.get(), 0, prompt_history);
+    if (ctx_dft_ && catch_up_from < n_keep) {
+        for (size_t i = catch_up_from; i < n_keep; ++i) {
+            pending_.emplace_back(prompt_history[i], (llama_pos) i);
+        }
+        flush_pending();
+    }
 }
 
 void Drafter::process(const common_batch & batch) {

@@ -49,8 +49,16 @@ public:
     bool active() const { return types_.size() > 1 || types_.at(0) != COMMON_SPECULATIVE_TYPE_NONE; }
     int32_t n_max() const { return n_max_; }
 
-    // Start a new generation: fresh drafter state, empty draft KV cache.
-    void begin(const llama_tokens & prompt_history);
+    // How much of a cached prefix of n_keep target tokens this drafter can reuse for the next
+    // generation: all of it for n-gram drafters and draft models (which catch up by themselves),
+    // none for heads that read the target's features (those would need the target to decode it again).
+    size_t reusable_prefix(size_t n_keep) const;
+
+    // Start a new generation: fresh drafter state. The first n_keep tokens of prompt_history are
+    // still in the target's cache from the previous generation (prefix reuse, 0 = cold start): a
+    // draft model keeps what it has of them and decodes the rest; the caller feeds the remaining
+    // target batches through process().
+    void begin(const llama_tokens & prompt_history, size_t n_keep = 0);
 
     // Feed a batch that the target just decoded (the drafter may read the target's hidden states).
     void process(const common_batch & batch);

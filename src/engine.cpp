@@ -63,11 +63,14 @@ Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
     base_.n_outputs_max = limits.total;
     base_.n_outputs_max_per_seq = limits.per_seq;
 
+    check_memory(config.n_ctx, base_.n_ubatch, (uint32_t) config.n_max + 1);
+
     // a verification batch is id_last + up to n_max drafts, and all of it may be taken back (cost measurement)
     const RollbackPolicy rollback = RollbackPolicy::parse(config.rollback);
     ctx_tgt_ = std::make_unique<Context>(target_, common_context_params_to_llama(base_), (uint32_t) config.n_max + 1,
                                          "target", rollback);
     n_ctx_ = std::min<int32_t>(config.n_ctx, (int32_t) ctx_tgt_->n_ctx());
+    reuse_prefix_ = config.reuse_prefix;
     drafter_ = std::make_unique<Drafter>(base_, target_, *ctx_tgt_, draft_, rollback);
     batch_ = common_batch(ctx_tgt_->get());
     for (llama_token t = 0; t < target_->n_vocab(); ++t) {
@@ -84,6 +87,25 @@ Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
         scheduler_ = std::make_unique<Scheduler>(measure_costs(), drafter_->sequential());
     } else if (config.schedule != "fixed") {
         throw std::invalid_argument("schedule must be 'fixed' or 'confidence', got '" + config.schedule + "'");
+    }
+}
+
+void Engine::check_memory(int32_t n_ctx, int32_t n_ubatch, uint32_t n_rs_seq) const {
+    // llama.cpp rounds the cache up to a multiple of 256 cells
+    const int64_t cells = ((int64_t) n_ctx + 255) / 256 * 256;
+    uint64_t need = target_->cache_bytes(cells, 1, n_ubatch, n_rs_seq);
+    if (draft_) {
+        need += draft_->cache_bytes(cells, 1, n_ubatch, 0);
+    }
+    // logits of one verification batch and the prompt chunk's activations, roughly
+    need += (uint64_t) n_ubatch * (target_->n_vocab() + 16ull * target_->n_embd()) * sizeof(float);
+    std::string where;
+    const uint64_t free = target_->free_memory(where);
+    if (free > 0 && need > free) {
+        auto gib = [](uint64_t b) { return std::to_string(b / (1ull << 20)) + " MiB"; };
+        throw std::invalid_argument("n_ctx " + std::to_string(n_ctx) + " needs about " + gib(need) +
+                                    " for the KV cache, recurrent state and buffers, but only " + gib(free) +
+                                    " are free " + where + ": lower n_ctx");
     }
 }
 
@@ -158,23 +180,40 @@ void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams
     rng_.seed(sampling.seed);
 
     const int64_t t0 = ggml_time_us();
-    ctx_tgt_->clear();
     generated_.clear();
     rounds_.clear();
     stop_reason_ = StopReason::None;
 
-    history_.assign(prompt.begin(), prompt.end() - 1);
+    llama_tokens new_history(prompt.begin(), prompt.end() - 1);
+    // prefix reuse: keep what the cache already holds of the new prompt (all of it when the prompt
+    // extends the previous one, as a chat's next turn does), if the drafter and the memory allow it
+    size_t keep = 0;
+    if (reuse_prefix_ && cache_valid_) {
+        while (keep < history_.size() && keep < new_history.size() && history_[keep] == new_history[keep]) {
+            ++keep;
+        }
+        keep = drafter_->reusable_prefix(keep);
+        if (keep < history_.size() && !ctx_tgt_->try_trim(0, (llama_pos) keep)) {
+            keep = 0;  // e.g. a recurrent state that cannot step back that far: start cold
+        }
+    }
+    cache_valid_ = false;
+    if (keep == 0) {
+        ctx_tgt_->clear();
+    }
+    history_ = std::move(new_history);
     history_.reserve(n_ctx());
     id_last_ = prompt.back();
     n_past_ = (llama_pos) history_.size();
+    prefill_tokens_ = (int32_t) (history_.size() - keep);
 
-    drafter_->begin(history_);
+    drafter_->begin(history_, keep);
     if (scheduler_) {
         scheduler_->begin_generation();
     }
     // llama.cpp may round the context up past n_batch: feed the prompt in n_batch chunks
     const size_t n_batch = llama_n_batch(ctx_tgt_->get());
-    for (size_t begin = 0; begin < history_.size(); begin += n_batch) {
+    for (size_t begin = keep; begin < history_.size(); begin += n_batch) {
         const size_t end = std::min(history_.size(), begin + n_batch);
         batch_.clear();
         for (size_t i = begin; i < end; ++i) {
@@ -182,11 +221,12 @@ void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams
         }
         if (interrupted_ && interrupted_()) {
             stop_reason_ = StopReason::Cancelled;
-            return;  // not started: run() refuses until the next start()
+            return;  // not started: run() refuses until the next start(); the cache is not reused
         }
         ctx_tgt_->decode(batch_, "the prompt");
         drafter_->process(batch_);
     }
+    cache_valid_ = true;
     started_ = true;
     prefill_us_ = ggml_time_us() - t0;
 }
@@ -275,6 +315,7 @@ bool Engine::round(int32_t budget, bool ignore_eos) {
         stop_reason_ = StopReason::ContextFull;
         return false;
     }
+    cache_valid_ = false;  // until the round completes: an exception mid-round leaves the cache unknown
     // never draft past the token budget: a round yields at most n_draft + 1 tokens
     int32_t n_draft_max = std::max(0, std::min({drafter_->n_max(), room - 1, budget - 1}));
 
@@ -314,6 +355,7 @@ bool Engine::round(int32_t budget, bool ignore_eos) {
     history_.insert(history_.end(), accepted.begin(), accepted.end() - 1);
     n_past_ += 1 + n_accepted;
     ctx_tgt_->trim(0, n_past_);
+    cache_valid_ = true;
     drafter_->accept(n_accepted, n_past_);
     id_last_ = accepted.back();
     const double verify_s = seconds_since(t_verify);

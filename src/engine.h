@@ -25,6 +25,7 @@ struct EngineConfig {
     int32_t ngram_size_n = 3;
     std::string schedule = "fixed";  // "fixed": always n_max; "confidence": see scheduler.h
     std::string rollback = "auto";   // "auto" or "checkpoint" (see context.h)
+    bool reuse_prefix = true;        // keep the cached common prefix between generations
 };
 
 enum class StopReason { None, MaxTokens, EndOfGeneration, ContextFull, Cancelled };
@@ -71,6 +72,8 @@ public:
     const std::vector<llama_token> & generated() const { return generated_; }
     const RoundLog & rounds() const { return rounds_; }
     double prefill_seconds() const { return prefill_us_ * 1e-6; }
+    // prompt tokens the last start() decoded (fewer than the prompt when a cached prefix was reused)
+    int32_t prefill_tokens() const { return prefill_tokens_; }
 
 private:
     // one speculative round; appends to generated_ and rounds_, returns false when generation must stop
@@ -80,6 +83,8 @@ private:
     float * logits_at(int32_t batch_index);
     // greedy or sampled verification of draft_tokens_; fills `out` with accepted drafts + one more token
     int32_t verify(std::vector<llama_token> & out);
+    // refuse (std::invalid_argument) a context whose cache cannot fit in the memory that is free
+    void check_memory(int32_t n_ctx, int32_t n_ubatch, uint32_t n_rs_seq) const;
     // start-up measurement for the scheduler: target passes over 1..n_max+1 tokens, draft steps
     CostModel measure_costs();
 
@@ -97,6 +102,9 @@ private:
     llama_pos n_past_ = 0;
     int32_t n_ctx_ = 0;
     bool started_ = false;
+    bool reuse_prefix_ = true;
+    bool cache_valid_ = false;  // the target's cache holds exactly history_ (prefix reuse relies on it)
+    int32_t prefill_tokens_ = 0;
 
     std::vector<llama_token> generated_;
     llama_tokens draft_tokens_;

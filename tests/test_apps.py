@@ -105,3 +105,107 @@ def test_installed_package_needs_no_source_checkout(tmp_path):
     assert out.stdout.strip().endswith("max_tokens")
     import llamaspec.tiny_models as tm
     assert "site-packages" in tm.gguf.__file__ or "_vendor" in tm.gguf.__file__
+
+
+def test_memory_guard_refuses_what_cannot_fit(target_model, hybrid_models):
+    """A context whose cache cannot fit raises ValueError naming the sizes (it used to be OOM-killed)."""
+    for target in (target_model, hybrid_models["qwen35_target"]):
+        with pytest.raises(ValueError, match=r"needs about \d+ MiB .* only \d+ MiB are free"):
+            llamaspec.Generator(target, spec_type="none", n_ctx=2**30)
+    with pytest.raises(ValueError, match="needs about"):
+        llamaspec.Generator(target_model, spec_type="ngram-mod", n_ctx=2**31 - 1)
+
+
+def test_context_longer_than_training_warns(target_model):
+    assert target_model.n_ctx_train == 2048
+    with pytest.warns(UserWarning, match="exceeds the 2048 tokens"):
+        llamaspec.Generator(target_model, spec_type="none", n_ctx=4096).close()
+
+
+# --- stop strings and tokens ---------------------------------------------------------------------
+
+def test_stop_strings_straddling_tokens(target_model):
+    with llamaspec.Generator(target_model, spec_type="ngram-simple", n_max=4, n_ctx=N_CTX) as gen:
+        full = gen.generate(PROMPTS[0], 64, ignore_eos=True)
+        pieces = [gen.detokenize([t]) for t in full.tokens]
+        # a stop string that begins inside token 20 and ends inside token 22 (spans three tokens)
+        start = sum(len(p) for p in pieces[:20]) + len(pieces[20]) - 1
+        stop = full.text[start:start + len(pieces[20][-1:]) + len(pieces[21]) + 1]
+        assert len(stop) >= 3 and full.text.find(stop) == start, "pick a stop string that occurs first there"
+        result = gen.generate(PROMPTS[0], 64, ignore_eos=True, stop=["never appears", stop])
+        assert result.stop_reason == "stop" and gen.last_stop_reason == "stop"
+        assert result.text == full.text[:start]
+        assert result.tokens == full.tokens[:21]  # up to the token where the stop string begins
+        # streaming never shows the stop string, and gives the same text
+        chunks = list(gen.stream(PROMPTS[0], 64, ignore_eos=True, stop=stop))
+        assert "".join(c.text for c in chunks) == result.text
+        assert [t for c in chunks for t in c.tokens] == result.tokens
+        # a stop string that never occurs changes nothing
+        same = gen.generate(PROMPTS[0], 64, ignore_eos=True, stop="\x00never")
+        assert same.tokens == full.tokens and same.text == full.text and same.stop_reason == "max_tokens"
+
+
+def test_stop_tokens(target_model):
+    with llamaspec.Generator(target_model, spec_type="ngram-simple", n_max=4, n_ctx=N_CTX) as gen:
+        full = gen.generate(PROMPTS[1], 48, ignore_eos=True)
+        token = full.tokens[10]
+        first = full.tokens.index(token)
+        result = gen.generate(PROMPTS[1], 48, ignore_eos=True, stop_tokens=[token])
+        assert result.stop_reason == "stop"
+        assert result.tokens == full.tokens[:first + 1]  # kept as the last token, as an EOS is
+        assert result.text == gen.detokenize(full.tokens[:first])
+        with pytest.raises(ValueError):
+            gen.generate(PROMPTS[1], 8, stop=[""])
+
+
+# --- prefix reuse ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arch", ["qwen3", "qwen35"])
+@pytest.mark.parametrize("spec_type,draft", [("none", None), ("ngram-mod", None), ("draft-simple", "draft")])
+def test_prefix_reuse_equals_cold_start(hybrid_models, arch, spec_type, draft):
+    target = hybrid_models["target" if arch == "qwen3" else "qwen35_target"]
+    draft_path = None if draft is None else hybrid_models["draft_simple" if arch == "qwen3" else "qwen35_draft"]
+    first_prompt = "Once upon a time there was a"
+    with llamaspec.Generator(target, draft_path, spec_type=spec_type, n_max=4, n_ctx=N_CTX, n_threads=1) as warm, \
+            llamaspec.Generator(target, draft_path, spec_type=spec_type, n_max=4, n_ctx=N_CTX, n_threads=1,
+                                reuse_prefix=False) as cold:
+        first = warm.generate(first_prompt, 24, ignore_eos=True)
+        n_first = len(warm.tokenize(first_prompt))
+        assert first.stats.prefill_tokens == n_first - 1
+        # the next turn extends the previous prompt and output: only the new tokens are read
+        follow = warm.tokenize(first_prompt) + first.tokens + warm.tokenize(" and then", add_special=False)
+        second = warm.generate(follow, 24, ignore_eos=True)
+        # the cache held the first prompt and all generated tokens but the last (sampled, never decoded)
+        assert second.stats.prefill_tokens == len(follow) - 1 - (n_first + len(first.tokens) - 1)
+        assert second.tokens == cold.generate(follow, 24, ignore_eos=True).tokens
+        assert cold.last_stats.prefill_tokens == len(follow) - 1
+        # a prompt that shares only part of the cache: attention targets trim, hybrids start cold
+        other = warm.tokenize(first_prompt) + warm.tokenize(" dragon", add_special=False)
+        third = warm.generate(other, 24, ignore_eos=True)
+        assert third.tokens == cold.generate(other, 24, ignore_eos=True).tokens
+        cached = follow[:-1] + second.tokens[:-1]  # what the cache held after the second call
+        n_common = next(i for i, (a, b) in enumerate(zip(cached + [-1], other[:-1] + [-2])) if a != b)
+        assert 0 < n_common < len(cached)
+        expected = len(other) - 1 - (n_common if arch == "qwen3" else 0)
+        assert third.stats.prefill_tokens == expected
+
+
+# --- chat -----------------------------------------------------------------------------------------
+
+def test_chat_uses_the_template_and_reuses_the_prefix(target_model):
+    with llamaspec.Generator(target_model, spec_type="ngram-mod", n_max=4, n_ctx=N_CTX) as gen:
+        messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hello."}]
+        tokens, _ = gen.chat_prompt(messages)
+        assert gen.detokenize(tokens).startswith("<|im_start|>system\nBe brief.<|im_end|>") or \
+            "system" in gen.target.detokenize(tokens).decode()
+        reply = gen.chat(messages, max_tokens=24, ignore_eos=True)
+        assert reply.message["role"] == "assistant" and reply.message["content"] == reply.text
+        assert reply.tokens == gen.generate(tokens, 24, ignore_eos=True).tokens
+        messages += [reply.message, {"role": "user", "content": "Again."}]
+        again = gen.chat(messages, max_tokens=8, ignore_eos=True)
+        n_prompt = len(gen.chat_prompt(messages)[0])
+        assert again.stats.prefill_tokens < n_prompt // 2  # only the new turn was read
+        chunks = list(gen.chat_stream(messages, max_tokens=8, ignore_eos=True))
+        assert "".join(c.text for c in chunks) == again.text
+        with pytest.raises(TypeError):
+            gen.chat([{"role": "user"}])

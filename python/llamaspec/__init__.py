@@ -9,10 +9,26 @@
 import os
 
 from . import _core
-from .generator import GenerationResult, Generator, Model, StreamChunk, load_model
+from .context import Context
+from .generator import ChatResult, GenerationResult, Generator, Model, StreamChunk, load_model
 from .stats import SpecStats
 
 set_verbose = _core.set_verbose
+
+
+def set_batch_invariant(on: bool = True) -> None:
+    """Process-wide switch of the batch-invariant CPU kernels (on by default; see the README).
+
+    On, a token's logits do not depend on how many tokens share its batch, so greedy speculative
+    and batched output equal plain decoding bit for bit. Off, llama.cpp's faster batch kernels
+    (tiled matmul, split-KV attention) may round verification batches differently.
+    """
+    _core.set_batch_invariant(bool(on))
+
+
+def batch_invariant() -> bool:
+    """Whether the batch-invariant CPU kernels are on."""
+    return _core.get_batch_invariant()
 
 
 def inspect_gguf(path: "str | os.PathLike[str]") -> dict:
@@ -22,9 +38,9 @@ def inspect_gguf(path: "str | os.PathLike[str]") -> dict:
 
 def quantize(src: "str | os.PathLike[str]", dst: "str | os.PathLike[str]", type: str = "Q2_K",
              n_threads: int = 0) -> None:
-    """Requantize a GGUF with llama.cpp's quantizer (Q2_K, Q3_K_S, Q4_K_M or Q8_0), e.g. for a weaker draft."""
+    """Requantize a GGUF with llama.cpp's quantizer (Q2_K, Q3_K_S, Q4_K_M, Q8_0, Q4_0 or F16), e.g. for a weaker draft."""
     _core.quantize(os.fspath(src), os.fspath(dst), type, n_threads)
 
-__all__ = ["Generator", "GenerationResult", "StreamChunk", "SpecStats", "Model", "load_model",
+__all__ = ["Context", "set_batch_invariant", "batch_invariant", "Generator", "GenerationResult", "ChatResult", "StreamChunk", "SpecStats", "Model", "load_model",
            "inspect_gguf", "set_verbose", "quantize"]
 __version__ = "0.1.0"

@@ -5,13 +5,15 @@ from __future__ import annotations
 import codecs
 import math
 import os
+import warnings
 from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence, Union
+from typing import Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _core
 from .stats import SpecStats
+from .stops import StopMatcher
 
 Model = _core.Model
 ModelLike = Union[str, "os.PathLike[str]", Model]
@@ -37,12 +39,27 @@ class GenerationResult:
 
     text: str
     tokens: list
-    stop_reason: str  # "max_tokens", "eos", "context" or "cancelled"
+    stop_reason: str  # "max_tokens", "eos", "context", "stop" (a stop string or token) or "cancelled"
     stats: SpecStats
 
     def __repr__(self) -> str:
         text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
         return f"GenerationResult({text!r}, {len(self.tokens)} tokens, stop_reason={self.stop_reason!r}, {self.stats!r})"
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """The output of :meth:`Generator.chat`: the assistant ``message`` ({"role", "content"}) and the rest."""
+
+    message: dict
+    text: str
+    tokens: list
+    stop_reason: str
+    stats: SpecStats
+
+    def __repr__(self) -> str:
+        text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
+        return f"ChatResult({text!r}, {len(self.tokens)} tokens, stop_reason={self.stop_reason!r}, {self.stats!r})"
 
 
 @dataclass(frozen=True)
@@ -93,7 +110,7 @@ class Generator:
     def __init__(self, target: ModelLike, draft: Optional[ModelLike] = None, n_max: int = 8,
                  spec_type: str = "auto", n_ctx: int = 4096, n_threads: Optional[int] = None,
                  ngram_size_n: int = 3, schedule: str = "fixed", verbose: bool = False,
-                 rollback: str = "auto") -> None:
+                 rollback: str = "auto", reuse_prefix: bool = True) -> None:
         for name, value in (("n_max", n_max), ("n_ctx", n_ctx), ("ngram_size_n", ngram_size_n)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -110,8 +127,12 @@ class Generator:
         _core.set_verbose(verbose)
         self.target = load_model(target)
         self.draft = None if draft is None else load_model(draft)
+        if 0 < self.target.n_ctx_train < n_ctx:
+            warnings.warn(f"n_ctx {n_ctx} exceeds the {self.target.n_ctx_train} tokens '{self.target.path}' was "
+                          "trained on: output past that length may degrade", stacklevel=2)
         self._engine = _core.Engine(self.target, self.draft, spec_type, n_max, n_ctx, n_threads or 0, ngram_size_n,
-                                    schedule, rollback)
+                                    schedule, rollback, bool(reuse_prefix))
+        self._stop_reason_override: Optional[str] = None  # "stop" when a stop string/token ended it
         self._generation = 0  # bumped by every generate()/stream(): older stream iterators go stale
 
     # --- properties --------------------------------------------------------------------------
@@ -199,7 +220,7 @@ class Generator:
 
     def _stats(self) -> SpecStats:
         return SpecStats.from_log(self._engine.round_log(), self.n_max, self.spec_type,
-                                  self._engine.prefill_seconds)
+                                  self._engine.prefill_seconds, self._engine.prefill_tokens)
 
     # --- generation ----------------------------------------------------------------------------
     def _start(self, prompt: Union[str, bytes, Sequence[int]], max_tokens: int, add_special: bool,
@@ -216,11 +237,14 @@ class Generator:
         if not 0 <= seed < 2**64:
             raise ValueError(f"seed must be in [0, 2**64), got {seed}")
         self._generation += 1
+        self._stop_reason_override = None
         self._engine.start(self._prompt_tokens(prompt, add_special), *params, seed)
 
     def generate(self, prompt: Union[str, bytes, Sequence[int]], max_tokens: int = 128, *,
                  temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
-                 seed: int = 0, ignore_eos: bool = False, add_special: bool = True) -> GenerationResult:
+                 seed: int = 0, ignore_eos: bool = False, add_special: bool = True,
+                 stop: Union[str, Sequence[str], None] = None,
+                 stop_tokens: Optional[Sequence[int]] = None) -> GenerationResult:
         """Generate up to ``max_tokens`` tokens after ``prompt`` (text or token ids).
 
         ``temperature <= 0`` (the default) is greedy decoding: the output equals the target's own
@@ -230,10 +254,18 @@ class Generator:
         so the output follows the target's sampling distribution exactly; ``seed`` makes it repeatable.
         Stops at an end-of-generation token (kept as the last token, not in ``text``) unless
         ``ignore_eos`` (which, as llama.cpp's --ignore-eos, forbids those tokens), or when the
-        context is full.
+        context is full. ``stop``: strings that end the generation (the match and what follows are
+        not returned; a match may span tokens); ``stop_tokens``: token ids that end it as an
+        end-of-generation token does. Either gives ``stop_reason == "stop"``.
         """
+        matcher = StopMatcher(stop, stop_tokens, self._piece)
         self._start(prompt, max_tokens, add_special, dict(temperature=temperature, top_k=top_k, top_p=top_p,
                                                           min_p=min_p, seed=seed))
+        if matcher.active:
+            for _ in self._rounds(max_tokens, ignore_eos, self._generation, matcher):
+                pass
+            return GenerationResult(text=matcher.text, tokens=matcher.tokens_out, stop_reason=self.last_stop_reason,
+                                    stats=self._stats())
         cancelled_in_prefill = self._engine.stop_reason == "cancelled"
         tokens = [] if cancelled_in_prefill else self._engine.run(max_tokens, 0, ignore_eos)
         return GenerationResult(text=self.detokenize(tokens), tokens=tokens,
@@ -241,16 +273,26 @@ class Generator:
 
     def stream(self, prompt: Union[str, bytes, Sequence[int]], max_tokens: int = 128, *,
                temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
-               seed: int = 0, ignore_eos: bool = False, add_special: bool = True) -> Iterator[StreamChunk]:
+               seed: int = 0, ignore_eos: bool = False, add_special: bool = True,
+               stop: Union[str, Sequence[str], None] = None,
+               stop_tokens: Optional[Sequence[int]] = None) -> Iterator[StreamChunk]:
         """Like :meth:`generate`, yielding one :class:`StreamChunk` per speculative round.
 
-        After the iterator is exhausted, :attr:`last_stats` holds the whole generation's statistics.
+        The prompt is read when this is called; the rounds run as the iterator is consumed. With stop
+        strings, text that could begin one is held back until it cannot (so a stop string is never
+        shown). After the iterator is exhausted, :attr:`last_stats` holds the generation's statistics.
         """
+        matcher = StopMatcher(stop, stop_tokens, self._piece)
         self._start(prompt, max_tokens, add_special, dict(temperature=temperature, top_k=top_k, top_p=top_p,
                                                           min_p=min_p, seed=seed))
-        return self._stream(max_tokens, ignore_eos, self._generation)
+        return self._rounds(max_tokens, ignore_eos, self._generation, matcher)
 
-    def _stream(self, max_tokens: int, ignore_eos: bool, generation: int) -> Iterator[StreamChunk]:
+    def _piece(self, token: int) -> str:
+        return self.target.detokenize([token]).decode("utf-8", errors="replace")
+
+    def _rounds(self, max_tokens: int, ignore_eos: bool, generation: int,
+                matcher: StopMatcher) -> Iterator[StreamChunk]:
+        """The round loop of stream() (and of generate() with stops): one chunk per round."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         n_rounds = 0
         while True:
@@ -262,15 +304,71 @@ class Generator:
             tokens = self._engine.run(max_tokens, 1, ignore_eos)
             log = self._engine.round_log()
             if len(log["drafted"]) > n_rounds:
-                text = decoder.decode(self.target.detokenize(tokens))
-                yield StreamChunk(text=text, tokens=tokens, drafted=log["drafted"][-1],
-                                  accepted=log["accepted"][-1])
                 n_rounds = len(log["drafted"])
-            if self._engine.stop_reason:
+                text = decoder.decode(self.target.detokenize(tokens))
+                drafted, accepted = log["drafted"][-1], log["accepted"][-1]
+                if matcher.active:
+                    matcher.feed(tokens, text)
+                    text = matcher.safe_text()
+                    tokens = matcher.take_tokens()
+                    if matcher.stopped:
+                        self._stop_reason_override = "stop"
+                yield StreamChunk(text=text, tokens=tokens, drafted=drafted, accepted=accepted)
+            if self._engine.stop_reason or matcher.stopped:
                 break
         tail = decoder.decode(b"", final=True)
-        if tail:
-            yield StreamChunk(text=tail, tokens=[], drafted=0, accepted=0)
+        tail_tokens = []
+        if matcher.active:
+            if not matcher.stopped:
+                matcher.feed([], tail)
+            tail = matcher.safe_text(final=True)
+            matcher.stopped = True  # hand out every kept token
+            tail_tokens = matcher.take_tokens()
+        if tail or tail_tokens:
+            yield StreamChunk(text=tail, tokens=tail_tokens, drafted=0, accepted=0)
+
+    # --- chat ----------------------------------------------------------------------------------
+    def chat_prompt(self, messages: Sequence[Mapping[str, str]], *, template: Optional[str] = None,
+                    add_generation_prompt: bool = True) -> tuple:
+        """(prompt token ids, extra stop strings) of ``messages`` rendered with the model's chat template
+        (the GGUF's ``tokenizer.chat_template``, or ``template``), with jinja as llama-server does;
+        llama.cpp falls back to ChatML when the GGUF has no template."""
+        pairs = []
+        for m in messages:
+            if not isinstance(m, Mapping) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+                raise TypeError("messages must be dicts with str 'role' and 'content'")
+            pairs.append((m["role"], m["content"]))
+        if not pairs:
+            raise ValueError("no messages")
+        text, stops = _core.chat_prompt(self.target, pairs, add_generation_prompt, template or "")
+        tokens = self.tokenize(text, add_special=False)  # the template writes BOS itself where it wants one
+        bos = self.target.bos
+        if self.target.add_bos and bos >= 0 and (not tokens or tokens[0] != bos):
+            tokens.insert(0, bos)
+        return tokens, list(stops)
+
+    def chat(self, messages: Sequence[Mapping[str, str]], max_tokens: int = 256, *,
+             template: Optional[str] = None, stop: Union[str, Sequence[str], None] = None,
+             **sampling) -> "ChatResult":
+        """Answer a conversation: ``messages`` = [{"role": "user", "content": "..."}, ...].
+
+        Returns a :class:`ChatResult` whose ``message`` is the assistant's reply. Append it and the
+        next user message and call again: the cached prefix is reused (``stats.prefill_tokens``).
+        Sampling keywords as in :meth:`generate`.
+        """
+        tokens, extra = self.chat_prompt(messages, template=template)
+        stops = ([stop] if isinstance(stop, str) else list(stop or [])) + extra
+        result = self.generate(tokens, max_tokens, stop=stops or None, **sampling)
+        return ChatResult(message={"role": "assistant", "content": result.text}, text=result.text,
+                          tokens=result.tokens, stop_reason=result.stop_reason, stats=result.stats)
+
+    def chat_stream(self, messages: Sequence[Mapping[str, str]], max_tokens: int = 256, *,
+                    template: Optional[str] = None, stop: Union[str, Sequence[str], None] = None,
+                    **sampling) -> Iterator[StreamChunk]:
+        """:meth:`chat`, one :class:`StreamChunk` per round."""
+        tokens, extra = self.chat_prompt(messages, template=template)
+        stops = ([stop] if isinstance(stop, str) else list(stop or [])) + extra
+        return self.stream(tokens, max_tokens, stop=stops or None, **sampling)
 
     @property
     def last_stats(self) -> SpecStats:
@@ -279,7 +377,7 @@ class Generator:
 
     @property
     def last_stop_reason(self) -> str:
-        return self._engine.stop_reason
+        return self._stop_reason_override or self._engine.stop_reason
 
     # --- lifetime ------------------------------------------------------------------------------
     def close(self) -> None:

@@ -33,6 +33,7 @@ class SpecStats:
     draft_seconds: np.ndarray
     verify_seconds: np.ndarray
     prefill_seconds: float = 0.0
+    prefill_tokens: int = 0  # prompt tokens decoded (fewer than the prompt when a cached prefix was reused)
     proposed: Optional[np.ndarray] = None
     confidence: Optional[np.ndarray] = None
     _positions: np.ndarray = field(init=False, repr=False, compare=False)
@@ -46,7 +47,7 @@ class SpecStats:
 
     @classmethod
     def from_log(cls, log: Mapping[str, Sequence[float]], n_max: int, spec_type: str,
-                 prefill_seconds: float = 0.0) -> "SpecStats":
+                 prefill_seconds: float = 0.0, prefill_tokens: int = 0) -> "SpecStats":
         return cls(
             n_max=n_max,
             spec_type=spec_type,
@@ -56,6 +57,7 @@ class SpecStats:
             draft_seconds=np.asarray(log["draft_seconds"], dtype=np.float64),
             verify_seconds=np.asarray(log["verify_seconds"], dtype=np.float64),
             prefill_seconds=prefill_seconds,
+            prefill_tokens=prefill_tokens,
             proposed=np.asarray(log["proposed"], dtype=np.int32) if "proposed" in log else None,
             confidence=np.asarray(log["confidence"], dtype=np.float32) if "confidence" in log else None,
         )

@@ -1,0 +1,100 @@
+"""Context: one llama.cpp context in Python, for notebooks that need logits and hidden features.
+
+    >>> ctx = llamaspec.Context("target.gguf", n_ctx=2048, capture_layers=[1, 3])
+    >>> ctx.decode(tokens)                 # positions 0.. of sequence 0, logits at every token
+    >>> ctx.logits()                       # numpy float32 [n_outputs, n_vocab]
+    >>> ctx.features(3)                    # numpy float32 [n_tokens, n_embd]: input of layer 3
+    >>> ctx.trim(0, 10); ctx.decode(more)  # keep positions < 10, continue from there
+
+The features are the tensors a DFlash / DSpark / EAGLE3 head reads from the target (llama.cpp's
+``llama_set_embeddings_layer_inp``): a head's training data can be captured from the exact GGUF
+that will serve it. Arrays are copies (llama.cpp reuses its buffers at the next decode).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import numpy as np
+
+from . import _core
+from .generator import ModelLike, load_model
+
+
+class Context:
+    """RAII owner of a llama_context: decode tokens, read logits and layer features, roll back.
+
+    Args:
+        model: GGUF path or :class:`llamaspec.Model`.
+        n_ctx: tokens per sequence.
+        n_seq: sequences (each with its own positions; KV cache of n_ctx per sequence).
+        capture_layers: layers whose *input* hidden state :meth:`features` returns.
+        n_batch: most tokens one :meth:`decode` takes.
+        n_threads: CPU threads (None: llama.cpp's default).
+        rollback: ``"auto"`` or ``"checkpoint"``, how a recurrent/hybrid model's :meth:`trim` works
+            (see ``Generator``); attention-only models drop positions.
+        max_rollback: most tokens one :meth:`trim` may take back from the latest decode of a
+            recurrent/hybrid model (per-token state snapshots, where the architecture has them).
+    """
+
+    def __init__(self, model: ModelLike, n_ctx: int = 4096, n_seq: int = 1,
+                 capture_layers: Sequence[int] = (), n_batch: int = 512, n_threads: Optional[int] = None,
+                 rollback: str = "auto", max_rollback: int = 16) -> None:
+        self.model = load_model(model)
+        self._ctx = _core.Context(self.model, n_ctx, n_seq, n_batch, n_threads or 0, list(capture_layers),
+                                  rollback, max_rollback)
+
+    @property
+    def n_ctx(self) -> int:
+        return self._ctx.n_ctx
+
+    @property
+    def n_seq(self) -> int:
+        return self._ctx.n_seq
+
+    @property
+    def rollback(self) -> str:
+        """``"remove"``, ``"snapshots"`` or ``"checkpoint"``."""
+        return self._ctx.rollback
+
+    @property
+    def capture_layers(self) -> list:
+        return list(self._ctx.captured_layers)
+
+    def n_pos(self, seq: int = 0) -> int:
+        """Positions held by sequence ``seq`` (the next token goes there)."""
+        return self._ctx.n_pos(seq)
+
+    def decode(self, tokens: Sequence[int], pos: Optional[int] = None, seq: int = 0,
+               logits: Union[bool, str] = True) -> int:
+        """Decode ``tokens`` into sequence ``seq`` at positions ``pos``, ``pos`` + 1, ... (default: where
+        the sequence ends; any other value raises). ``logits``: True (every token), ``"last"`` or False.
+        Returns the number of logit rows."""
+        outputs = "all" if logits is True else "none" if logits is False else logits
+        if isinstance(tokens, np.ndarray):
+            tokens = tokens.tolist()
+        return self._ctx.decode(list(tokens), -1 if pos is None else int(pos), int(seq), outputs)
+
+    def logits(self) -> np.ndarray:
+        """float32 [n_outputs, n_vocab] of the latest :meth:`decode`."""
+        out = np.empty((self._ctx.n_outputs, self.model.n_vocab), dtype=np.float32)
+        self._ctx._logits_into(out)
+        return out
+
+    def features(self, layer: int) -> np.ndarray:
+        """float32 [n_tokens, n_embd]: the input hidden state of ``layer`` at every token of the latest
+        :meth:`decode` (the output of layer - 1; layer 0 is the embedding)."""
+        out = np.empty((self._ctx.n_decoded, self.model.n_embd), dtype=np.float32)
+        self._ctx._features_into(int(layer), out)
+        return out
+
+    def trim(self, seq: int, n_past: int) -> None:
+        """Keep positions < ``n_past`` of ``seq``; RuntimeError when a recurrent state cannot go back."""
+        self._ctx.trim(seq, n_past)
+
+    def clear(self) -> None:
+        self._ctx.clear()
+
+    def __repr__(self) -> str:
+        return (f"Context({self.model.path!r}, n_ctx={self.n_ctx}, n_seq={self.n_seq}, "
+                f"rollback={self.rollback!r}, capture_layers={self.capture_layers})")

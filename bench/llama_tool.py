@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -26,21 +27,31 @@ COMPLETION = "llama-completion"
 
 
 def ensure_built(build_dir: Path = BUILD_DIR, source_dir: Path = LLAMA_CPP_DIR, jobs: int = 2) -> dict[str, Path]:
-    """Paths of the two tools, configuring and building them first when missing (reuses ``build_dir``)."""
-    binaries = {name: build_dir / "bin" / name for name in (SPECULATIVE, COMPLETION)}
-    missing = [name for name, path in binaries.items() if not path.exists()]
+    """Paths of the two tools, configuring and building them first when missing (reuses ``build_dir``).
+
+    They are built through llamaspec's own CMakeLists.txt (LLAMASPEC_BUILD_LLAMA_TOOLS), so ggml gets
+    exactly the extension's flags (GGML_NATIVE, AMX kernels left out) from the same patched tree.
+    """
+    def find(name: str) -> Optional[Path]:
+        hits = sorted(build_dir.glob(f"**/bin/{name}"))
+        return hits[0] if hits else None
+
+    binaries = {name: find(name) for name in (SPECULATIVE, COMPLETION)}
+    missing = [name for name, path in binaries.items() if path is None]
     if not missing:
         return binaries
     if not (source_dir / "include" / "llama.h").exists():
         raise FileNotFoundError(f"no llama.cpp tree at {source_dir}: build llamaspec first (pip install .)")
     if not (build_dir / "CMakeCache.txt").exists():
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        subprocess.run(["cmake", "-S", str(source_dir), "-B", str(build_dir), *generator,
-                        "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_OPENSSL=OFF",
-                        "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_TESTS=OFF"],
-                       check=True)
+        subprocess.run(["cmake", "-S", str(REPO), "-B", str(build_dir), *generator, "-DCMAKE_BUILD_TYPE=Release",
+                        "-DLLAMASPEC_BUILD_LLAMA_TOOLS=ON", f"-DLLAMASPEC_LLAMA_CPP_DIR={source_dir}",
+                        f"-DPython_EXECUTABLE={sys.executable}"], check=True)
     print(f"building {', '.join(missing)} in {build_dir} (the first build takes ~10 min on 2 cores)", flush=True)
     subprocess.run(["cmake", "--build", str(build_dir), "-j", str(jobs), "--target", *missing], check=True)
+    binaries = {name: find(name) for name in (SPECULATIVE, COMPLETION)}
+    if any(path is None for path in binaries.values()):
+        raise FileNotFoundError(f"the build did not produce {SPECULATIVE} and {COMPLETION} under {build_dir}")
     return binaries
 
 

@@ -194,6 +194,7 @@ NB_MODULE(_core, m) {
                  const int threads = n_threads > 0 ? n_threads : common_cpu_get_num_math();
                  params.n_threads = params.n_threads_batch = threads;
                  params.no_perf = true;
+                 ensure_cache_fits(*model, n_ctx, n_seq, (int32_t) params.n_ubatch, (uint32_t) max_rollback);
                  nb::gil_scoped_release release;
                  auto ctx = std::make_shared<Context>(model, params, (uint32_t) max_rollback, "context",
                                                       RollbackPolicy::parse(rollback));
@@ -201,7 +202,7 @@ NB_MODULE(_core, m) {
                  return ctx;
              }), "model"_a, "n_ctx"_a = 4096, "n_seq"_a = 1, "n_batch"_a = 512, "n_threads"_a = 0,
              "capture_layers"_a = std::vector<int32_t>(), "rollback"_a = "auto", "max_rollback"_a = 16)
-        .def_prop_ro("n_ctx", [](const Context & c) { return c.n_ctx() / std::max<uint32_t>(1, llama_n_seq_max(c.get())); })
+        .def_prop_ro("n_ctx", &Context::n_ctx_per_seq)
         .def_prop_ro("n_seq", [](const Context & c) { return (int) llama_n_seq_max(c.get()); })
         .def_prop_ro("rollback", [](const Context & c) { return std::string(rollback_mode_name(c.rollback_mode())); })
         .def_prop_ro("captured_layers", &Context::captured_layers)
@@ -299,6 +300,49 @@ NB_MODULE(_core, m) {
         return out;
     }, "logits"_a, "temperature"_a, "top_k"_a = 0, "top_p"_a = 1.0f, "min_p"_a = 0.0f,
        "The fused sampler's truncated distribution (ids, probs) for each row of logits.");
+
+    // The fused truncation sampler on numpy logits, with the engine's seeded RNG (llamaspec.Sampler).
+    struct SamplerHandle {
+        SamplingParams params;
+        std::unique_ptr<FusedSampler> sampler;  // null: greedy
+        std::mt19937_64 rng;
+        TruncatedDist dist;
+    };
+    using LogitRow = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+    nb::class_<SamplerHandle>(m, "Sampler")
+        .def("__init__", [](SamplerHandle * self, float temperature, int top_k, float top_p, float min_p,
+                            uint64_t seed) {
+            new (self) SamplerHandle();
+            self->params = make_sampling(temperature, top_k, top_p, min_p, seed);
+            if (!self->params.greedy()) {
+                self->sampler = std::make_unique<FusedSampler>(self->params);
+            }
+            self->rng.seed(seed);
+        }, "temperature"_a = 0.0f, "top_k"_a = 40, "top_p"_a = 0.95f, "min_p"_a = 0.05f, "seed"_a = 0)
+        .def("distribution", [](SamplerHandle & h, LogitRow logits) {
+            Support out;
+            const float * data = logits.data();
+            const int32_t n = (int32_t) logits.shape(0);
+            if (!h.sampler) {
+                out.first = {(llama_token) (std::max_element(data, data + n) - data)};
+                out.second = {1.0f};
+                return out;
+            }
+            h.sampler->truncate(data, n, h.dist);
+            out.first = h.dist.ids;
+            for (size_t i = 0; i < h.dist.ids.size(); ++i) out.second.push_back(h.dist.prob(i));
+            return out;
+        }, "logits"_a, "The truncated support (token ids) and its probabilities (greedy: the argmax, 1.0).")
+        .def("sample", [](SamplerHandle & h, LogitRow logits) {
+            const float * data = logits.data();
+            const int32_t n = (int32_t) logits.shape(0);
+            if (!h.sampler) {
+                return (llama_token) (std::max_element(data, data + n) - data);
+            }
+            h.sampler->truncate(data, n, h.dist);
+            return h.dist.draw(uniform01(h.rng));
+        }, "logits"_a, "One draw from the truncated distribution (greedy: the argmax).")
+        .def("reseed", [](SamplerHandle & h, uint64_t seed) { h.rng.seed(seed); }, "seed"_a);
 
     m.def("llama_chain_truncate", [](LogitRows logits, float temperature, int top_k, float top_p, float min_p) {
         const SamplingParams params = make_sampling(temperature, top_k, top_p, min_p, 1234);

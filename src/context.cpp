@@ -36,6 +36,7 @@ Context::Context(ModelPtr model, llama_context_params params, uint32_t max_rollb
                            (llama_model_is_recurrent(m) || llama_model_is_hybrid(m));
     // llama.cpp keeps the snapshots only where the architecture supports them (else it clamps to 0)
     params.n_rs_seq = recurrent && !policy.force_checkpoint ? max_rollback : 0;
+    n_ctx_per_seq_ = params.n_ctx / std::max<uint32_t>(1, params.n_seq_max);
     ctx_.reset(llama_init_from_model(m, params));
     if (!ctx_) {
         throw std::runtime_error("could not create the " + role_ + " context for '" + model_->path() + "' (n_ctx " +
@@ -246,10 +247,11 @@ int32_t Context::decode_tokens(const std::vector<llama_token> & tokens, llama_po
                                     std::to_string(next - 1) + ": the next tokens go at position " +
                                     std::to_string(next) + ", not " + std::to_string(pos0) + " (trim() first)");
     }
-    if ((int64_t) pos0 + (int64_t) tokens.size() > (int64_t) n_ctx()) {
+    if ((int64_t) pos0 + (int64_t) tokens.size() > (int64_t) n_ctx_per_seq_) {
         throw std::invalid_argument("sequence " + std::to_string(seq) + " would reach position " +
                                     std::to_string(pos0 + (llama_pos) tokens.size() - 1) +
-                                    ", past the context of " + std::to_string(n_ctx()) + " tokens per sequence");
+                                    ", past the context of " + std::to_string(n_ctx_per_seq_) +
+                                    " tokens per sequence");
     }
     const size_t n_batch = llama_n_batch(ctx_.get());
     if (tokens.size() > n_batch) {

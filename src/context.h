@@ -54,6 +54,8 @@ public:
     const std::string & role() const { return role_; }
     RollbackMode rollback_mode() const { return mode_; }
     uint32_t n_ctx() const { return llama_n_ctx(ctx_.get()); }
+    // positions one sequence may hold, as asked (llama.cpp pads its cache to a multiple of 256)
+    uint32_t n_ctx_per_seq() const { return n_ctx_per_seq_; }
 
     // Decode a batch; throws std::runtime_error naming `what` when llama.cpp fails.
     void decode(common_batch & batch, const char * what);
@@ -116,6 +118,7 @@ private:
     llama_context_ptr ctx_;
     RollbackMode mode_ = RollbackMode::Remove;
     uint32_t n_rs_seq_ = 0;
+    uint32_t n_ctx_per_seq_ = 0;
     std::vector<Checkpoint> checkpoints_;  // per sequence
     std::vector<int32_t> captured_;
     common_batch user_batch_;

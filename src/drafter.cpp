@@ -305,7 +305,12 @@ size_t Drafter::reusable_prefix(size_t n_keep) const {
     if (!active() || model_type_ == COMMON_SPECULATIVE_TYPE_NONE || model_type_ == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE) {
         return n_keep;
     }
-    return 0;
+    if (is_block_head(model_type_) && ctx_dft_) {
+        // a DFlash/DSpark head's cache holds what it read of the target's features, position by position;
+        // features it never read (deferred at the end of the last generation) would need the target again
+        return std::min(n_keep, (size_t) ctx_dft_->n_pos(0));
+    }
+    return 0;  // EAGLE3 and MTP carry one feature row across batches inside llama.cpp's drafter: start cold
 }
 
 void Drafter::begin(const llama_tokens & prompt_history, size_t n_keep) {

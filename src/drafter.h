@@ -50,8 +50,8 @@ public:
     int32_t n_max() const { return n_max_; }
 
     // How much of a cached prefix of n_keep target tokens this drafter can reuse for the next
-    // generation: all of it for n-gram drafters and draft models (which catch up by themselves),
-    // none for heads that read the target's features (those would need the target to decode it again).
+    // generation: all of it for n-gram drafters and draft models (which catch up by themselves), what
+    // a DFlash/DSpark head has read of it, none for EAGLE3 and MTP heads.
     size_t reusable_prefix(size_t n_keep) const;
 
     // Start a new generation: fresh drafter state. The first n_keep tokens of prompt_history are

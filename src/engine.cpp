@@ -91,22 +91,8 @@ Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
 }
 
 void Engine::check_memory(int32_t n_ctx, int32_t n_ubatch, uint32_t n_rs_seq) const {
-    // llama.cpp rounds the cache up to a multiple of 256 cells
-    const int64_t cells = ((int64_t) n_ctx + 255) / 256 * 256;
-    uint64_t need = target_->cache_bytes(cells, 1, n_ubatch, n_rs_seq);
-    if (draft_) {
-        need += draft_->cache_bytes(cells, 1, n_ubatch, 0);
-    }
-    // logits of one verification batch and the prompt chunk's activations, roughly
-    need += (uint64_t) n_ubatch * (target_->n_vocab() + 16ull * target_->n_embd()) * sizeof(float);
-    std::string where;
-    const uint64_t free = target_->free_memory(where);
-    if (free > 0 && need > free) {
-        auto gib = [](uint64_t b) { return std::to_string(b / (1ull << 20)) + " MiB"; };
-        throw std::invalid_argument("n_ctx " + std::to_string(n_ctx) + " needs about " + gib(need) +
-                                    " for the KV cache, recurrent state and buffers, but only " + gib(free) +
-                                    " are free " + where + ": lower n_ctx");
-    }
+    const uint64_t draft_bytes = draft_ ? draft_->cache_bytes(((int64_t) n_ctx + 255) / 256 * 256, 1, n_ubatch, 0) : 0;
+    ensure_cache_fits(*target_, n_ctx, 1, n_ubatch, n_rs_seq, draft_bytes);
 }
 
 CostModel Engine::measure_costs() {

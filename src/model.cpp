@@ -155,6 +155,23 @@ uint64_t Model::free_memory(std::string & where) const {
     return host_available_bytes();
 }
 
+void ensure_cache_fits(const Model & model, int64_t n_ctx, int32_t n_seq, int32_t n_ubatch, uint32_t n_rs_seq,
+                       uint64_t extra_bytes) {
+    const int64_t cells = (n_ctx + 255) / 256 * 256;  // llama.cpp rounds the cache up to 256 cells
+    uint64_t need = model.cache_bytes(cells, n_seq, n_ubatch, n_rs_seq) + extra_bytes;
+    // logits of one batch and the activations of a prompt chunk, roughly
+    need += (uint64_t) n_ubatch * (model.n_vocab() + 16ull * model.n_embd()) * sizeof(float);
+    std::string where;
+    const uint64_t free = model.free_memory(where);
+    if (free > 0 && need > free) {
+        auto mib = [](uint64_t b) { return std::to_string(b >> 20) + " MiB"; };
+        throw std::invalid_argument("n_ctx " + std::to_string(n_ctx) +
+                                    (n_seq > 1 ? " x " + std::to_string(n_seq) + " sequences" : std::string()) +
+                                    " needs about " + mib(need) + " for the KV cache, recurrent state and buffers, "
+                                    "but only " + mib(free) + " are free " + where + ": lower n_ctx");
+    }
+}
+
 bool Model::publishes_layer_features() const {
     for (const char * arch : kLayerFeatureArchs) {
         if (info_.architecture == arch) {

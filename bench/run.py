@@ -509,6 +509,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if unknown:
             parser.error(f"unknown tasks: {', '.join(sorted(unknown))}")
         tasks = [t for t in tasks if t["name"] in wanted]
+    # llama.cpp's tools run with the same batch-invariant kernels as llamaspec (its default), so tokens
+    # and rounds compare like for like (patches/0002 reads this at start-up)
+    os.environ["GGML_CPU_BATCH_INVARIANT"] = "1" if llamaspec.batch_invariant() else "0"
     tools = None if args.no_llama_cpp else llama_tool.ensure_built()
     suites = make_suites(args.quick, args.threads, args.max_tokens, args.no_gemma, not args.no_repack)
 

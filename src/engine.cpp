@@ -329,7 +329,9 @@ bool Engine::round(int32_t budget, bool ignore_eos) {
     for (size_t i = 0; i < draft_tokens_.size(); ++i) {
         batch_.add(draft_tokens_[i], n_past_ + 1 + (llama_pos) i, 0, true);
     }
-    ctx_tgt_->prepare_rollback(0, batch_.size(), true);
+    if (!draft_tokens_.empty()) {  // without drafts nothing is ever taken back
+        ctx_tgt_->prepare_rollback(0, batch_.size(), true);
+    }
     ctx_tgt_->decode(batch_, "the verification batch");
     drafter_->process(batch_);
 

@@ -118,6 +118,8 @@ def test_greedy_output_equals_plain_decoding(hybrid_models, targets, references,
                 if role == "hybrid_draft":
                     assert info["draft"]["rollback"] == "checkpoint"
                     assert info["draft"]["checkpoints_saved"] > 0
+    print(f"{arch} | {label} | drafted {drafted} | accepted {accepted} | partial rounds {partial} | "
+          f"rounds with a rejection {rejected}")
     assert drafted > 0 and rejected > 0, "no draft was ever rejected: rollback untested"
     if spec_type != "draft-dflash":  # the random DFlash head accepts nothing; every other drafter partly agrees
         assert partial > 0, f"{label}: no round with a partial acceptance (drafted {drafted}, accepted {accepted})"

@@ -111,6 +111,53 @@ class SpecStats:
     P = positional_acceptance
 
     @property
+    def conditional_acceptance(self) -> np.ndarray:
+        """a[i-1] = P(position i accepted | positions 1..i-1 accepted), over rounds that drafted position i
+        (sglang's per-position definition; a[0] = P[0]). NaN where no round reached position i."""
+        reached = ((self.drafted[:, None] >= self._positions[None, :]) &
+                   (self.accepted[:, None] >= self._positions[None, :] - 1)).sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(reached > 0, self.accepted_at / np.maximum(reached, 1), np.nan)
+
+    @property
+    def acceptance_per_step(self) -> np.ndarray:
+        """accepted at position i / verification steps that drafted anything (vLLM's and llama-server's
+        per-position rate: the share of all drafts whose i-th token was accepted). NaN without drafts."""
+        steps = int((self.drafted > 0).sum())
+        return self.accepted_at / steps if steps else np.full(self._positions.size, np.nan)
+
+    # --- aggregation ------------------------------------------------------------------------
+    def __add__(self, other: "SpecStats") -> "SpecStats":
+        """The statistics of both generations as one: rounds concatenated, so every rate is the rate of
+        the union (totals divided, never an average of ratios)."""
+        if not isinstance(other, SpecStats):
+            return NotImplemented
+        cat = np.concatenate
+        return SpecStats(
+            n_max=max(self.n_max, other.n_max),
+            spec_type=self.spec_type if self.spec_type == other.spec_type else f"{self.spec_type}+{other.spec_type}",
+            drafted=cat([self.drafted, other.drafted]), accepted=cat([self.accepted, other.accepted]),
+            emitted=cat([self.emitted, other.emitted]),
+            draft_seconds=cat([self.draft_seconds, other.draft_seconds]),
+            verify_seconds=cat([self.verify_seconds, other.verify_seconds]),
+            prefill_seconds=self.prefill_seconds + other.prefill_seconds,
+            prefill_tokens=self.prefill_tokens + other.prefill_tokens,
+            proposed=cat([self.proposed, other.proposed]), confidence=cat([self.confidence, other.confidence]))
+
+    def __radd__(self, other) -> "SpecStats":
+        if other == 0:  # sum(stats_list)
+            return self
+        return NotImplemented
+
+    @classmethod
+    def combine(cls, stats: Sequence["SpecStats"]) -> "SpecStats":
+        """One SpecStats for several generations (see ``__add__``)."""
+        stats = list(stats)
+        if not stats:
+            raise ValueError("nothing to combine")
+        return sum(stats[1:], stats[0])
+
+    @property
     def acceptance_rate(self) -> float:
         """Accepted draft tokens / drafted tokens (NaN when nothing was drafted)."""
         return self.n_accepted / self.n_drafted if self.n_drafted else float("nan")
@@ -150,6 +197,7 @@ class SpecStats:
             "mean_accepted_length": self.mean_accepted_length,
             "tokens_per_second": self.tokens_per_second,
             "P": [None if np.isnan(p) else float(p) for p in self.positional_acceptance],
+            "conditional_acceptance": [None if np.isnan(a) else float(a) for a in self.conditional_acceptance],
         }
 
     def __repr__(self) -> str:

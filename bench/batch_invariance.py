@@ -122,7 +122,9 @@ def main(argv=None) -> int:
     repeats = 3 if args.quick else 7
     n_tokens = 48 if args.quick else 128
     threads = args.threads
-    prompts = [t["prompt"] for t in json.loads((HERE / "prompts.json").read_text())["tasks"]]
+    from llamaspec.evaluate import builtin_prompts
+
+    prompts = [t["prompt"] for t in builtin_prompts()]
     gemma, gemma_q2 = gemma_paths(threads)
     models = {"gemma-3-270m Q4_K_M (repack on)": gemma, "tiny qwen3 f32": tiny_path()}
 

@@ -502,7 +502,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if loadavg_start[0] > 0.5:
         print(f"warning: load average {loadavg_start[0]:.1f} before starting: other processes use the CPU, "
               "so the times (and ratios) will be noisy", flush=True)
-    tasks = json.loads((BENCH / "prompts.json").read_text())["tasks"]
+    from llamaspec.evaluate import builtin_prompts
+
+    tasks = builtin_prompts()  # python/llamaspec/prompts.json, shipped with the package
     if args.tasks:
         wanted = args.tasks.split(",")
         unknown = set(wanted) - {t["name"] for t in tasks}

@@ -265,6 +265,75 @@ class Report:
                                                                 for p in ps) + " |")
         return "\n".join(lines)
 
+    # --- plots (matplotlib, imported only here) -------------------------------------------------------
+    def plot_acceptance(self, drafter: Optional[str] = None, conditional: bool = False, ax=None):
+        """P_i (or a_i) against position, one line per task (the acceptance-decay knee), for one drafter or all."""
+        import matplotlib.pyplot as plt
+
+        ax = ax or plt.subplots(figsize=(6, 4))[1]
+        key = "a" if conditional else "P"
+        by_line = {}
+        for p in self.position_records():
+            if drafter is None or p["drafter"] == drafter:
+                by_line.setdefault(f"{p['drafter']} / {p['task']}", []).append((p["position"], p[key]))
+        for label, points in by_line.items():
+            xs, ys = zip(*[(x, np.nan if y is None else y) for x, y in points])
+            ax.plot(xs, ys, marker="o", label=label)
+        ax.set_xticks(range(1, self._n_max() + 1))
+        ax.set_xlabel("draft position i")
+        ax.set_ylabel("a_i = P(i accepted | i-1 accepted)" if conditional else "P_i = accepted_i / drafted_i")
+        ax.set_ylim(0, 1.05)
+        ax.legend(fontsize="x-small")
+        return ax
+
+    def plot_calibration(self, drafter: str, ax=None):
+        """Reliability diagram of the drafter's confidences, one line per position."""
+        import matplotlib.pyplot as plt
+
+        ax = ax or plt.subplots(figsize=(5, 5))[1]
+        ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1)
+        for position, cal in sorted(self.calibration(drafter).items()):
+            pts = cal["diagram"]
+            ax.plot([d["confidence"] for d in pts], [d["accepted"] for d in pts], marker="o",
+                    label=f"position {position}: AUC {_fmt(cal['auc'])}, ECE {_fmt(cal['ece'], '.3f')}")
+        ax.set_xlabel("confidence")
+        ax.set_ylabel("accepted fraction")
+        ax.legend(fontsize="x-small")
+        return ax
+
+    def plot_depth(self, drafter: str, ax=None):
+        """Histogram of the verified depth per round (the confidence schedule's choices; 0 = skipped)."""
+        import matplotlib.pyplot as plt
+
+        ax = ax or plt.subplots(figsize=(5, 3))[1]
+        depths = np.concatenate([r.stats.chosen_depth for r in self.runs if r.drafter == drafter] or [np.array([])])
+        ax.hist(depths, bins=np.arange(self._n_max() + 2) - 0.5, rwidth=0.8)
+        ax.set_xlabel("draft tokens verified in the round")
+        ax.set_ylabel("rounds")
+        return ax
+
+    def plot_speedup(self, ax=None):
+        """Speed-up vs plain decoding per task and drafter: median with min-max error bars."""
+        import matplotlib.pyplot as plt
+
+        rows = [t for t in self.task_records() if t["drafter"] != BASELINE and not math.isnan(t["speedup"])]
+        ax = ax or plt.subplots(figsize=(7, 4))[1]
+        drafters = sorted({t["drafter"] for t in rows})
+        tasks = list(dict.fromkeys(t["task"] for t in rows))
+        width = 0.8 / max(1, len(drafters))
+        for k, d in enumerate(drafters):
+            sel = {t["task"]: t for t in rows if t["drafter"] == d}
+            xs = [i + k * width for i, task in enumerate(tasks) if task in sel]
+            med = [sel[task]["speedup"] for task in tasks if task in sel]
+            err = [[sel[task]["speedup"] - sel[task]["speedup_min"] for task in tasks if task in sel],
+                   [sel[task]["speedup_max"] - sel[task]["speedup"] for task in tasks if task in sel]]
+            ax.bar(xs, med, width, yerr=err, capsize=2, label=d)
+        ax.axhline(1.0, color="grey", linewidth=1)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tasks))], tasks, rotation=45, ha="right")
+        ax.set_ylabel("tok/s vs plain decoding")
+        ax.legend(fontsize="x-small")
+        return ax
+
     def _n_max(self) -> int:
         return max((r.stats.n_max for r in self.runs if r.drafter != BASELINE), default=0)
 

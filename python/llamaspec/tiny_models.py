@@ -428,8 +428,9 @@ def _head(seed: int, name: str, n_rows: int, n_embd: int, logit_std: float,
 
 
 def _add_attn_ffn_layer(w: gguf.GGUFWriter, seed: int, il: int, n_embd: int, n_head: int,
-                        n_head_kv: int, head_dim: int, n_ff: int) -> None:
-    """Qwen3-style block tensors: attn q/k/v/o + q/k norms + SwiGLU FFN (shared by qwen3/dflash)."""
+                        n_head_kv: int, head_dim: int, n_ff: int, qk_norm: bool = True) -> None:
+    """Qwen3-style block tensors: attn q/k/v/o + q/k norms + SwiGLU FFN (shared by qwen3/dflash);
+    without the q/k norms for a qwen2 block."""
     p = f"blk.{il}."
     t = {
         "attn_norm.weight":   _norm_weight(seed, p + "attn_norm", n_embd),
@@ -445,6 +446,8 @@ def _add_attn_ffn_layer(w: gguf.GGUFWriter, seed: int, il: int, n_embd: int, n_h
         "ffn_up.weight":      _normal(seed, p + "ffn_up", (n_ff, n_embd), n_embd ** -0.5),
         "ffn_down.weight":    _normal(seed, p + "ffn_down", (n_embd, n_ff), 0.5 * n_ff ** -0.5),
     }
+    if not qk_norm:
+        del t["attn_q_norm.weight"], t["attn_k_norm.weight"]
     for name, arr in t.items():
         w.add_tensor(p + name, arr)
 
@@ -495,8 +498,12 @@ def write_target(
     rope_freq_base: float = 1_000_000.0,
     logit_std: float = 3.0,
     name: str = "tiny-qwen3",
+    arch: str = ARCH_TARGET,
 ) -> TargetSpec:
     """Write a tiny random ``qwen3`` model with a working byte-level BPE tokenizer.
+
+    ``arch="qwen2"`` writes the same model as a ``qwen2`` (no q/k norms): an architecture whose
+    llama.cpp graph publishes no layer features, for the tests of that check.
 
     Returns the :class:`TargetSpec` (pass it, or the path, to :func:`write_dflash` etc.).
     The output head is untied (``output.weight``); its rows for control tokens and
@@ -509,7 +516,11 @@ def write_target(
                       n_head_kv=n_head_kv, head_dim=head_dim, n_ff=n_ff, n_ctx_train=n_ctx_train,
                       rope_freq_base=rope_freq_base, seed=seed, path=os.fspath(path))
 
-    w = gguf.GGUFWriter(os.fspath(path), ARCH_TARGET)
+    if arch not in (ARCH_TARGET, "qwen2"):
+        raise ValueError(f"arch must be '{ARCH_TARGET}' or 'qwen2', got {arch!r}")
+    if arch == "qwen2" and n_head * head_dim != n_embd:
+        raise ValueError("a qwen2 model needs n_head * head_dim == n_embd")
+    w = gguf.GGUFWriter(os.fspath(path), arch)
     _add_common_hparams(w, name=name, n_ctx_train=n_ctx_train, n_embd=n_embd, n_layer=n_layer,
                         n_ff=n_ff, n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
                         rope_freq_base=rope_freq_base, rms_eps=spec.rms_eps)
@@ -520,7 +531,7 @@ def write_target(
     w.add_tensor("output.weight", _head(seed, "output", vocab.n_vocab, n_embd, logit_std,
                                         vocab.unprintable_ids()))
     for il in range(n_layer):
-        _add_attn_ffn_layer(w, seed, il, n_embd, n_head, n_head_kv, head_dim, n_ff)
+        _add_attn_ffn_layer(w, seed, il, n_embd, n_head, n_head_kv, head_dim, n_ff, qk_norm=arch == ARCH_TARGET)
     _finish(w)
     return spec
 

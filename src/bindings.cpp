@@ -111,6 +111,17 @@ nb::bytes to_bytes(const std::string & s) { return nb::bytes(s.data(), s.size())
 using LogitRows = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using Support = std::pair<std::vector<llama_token>, std::vector<float>>;
 
+Support support_of(const TruncatedDist & dist) {
+    Support out{dist.ids, {}};
+    out.second.reserve(dist.ids.size());
+    for (size_t i = 0; i < dist.ids.size(); ++i) {
+        out.second.push_back(dist.prob(i));
+    }
+    return out;
+}
+
+llama_token argmax(const float * logits, int32_t n) { return (llama_token) (std::max_element(logits, logits + n) - logits); }
+
 SamplingParams make_sampling(float temperature, int top_k, float top_p, float min_p, uint64_t seed) {
     SamplingParams p;
     p.temperature = temperature;
@@ -294,8 +305,7 @@ NB_MODULE(_core, m) {
         TruncatedDist dist;
         for (size_t r = 0; r < logits.shape(0); ++r) {
             sampler.truncate(logits.data() + r * logits.shape(1), (int32_t) logits.shape(1), dist);
-            out[r].first = dist.ids;
-            for (size_t i = 0; i < dist.ids.size(); ++i) out[r].second.push_back(dist.prob(i));
+            out[r] = support_of(dist);
         }
         return out;
     }, "logits"_a, "temperature"_a, "top_k"_a = 0, "top_p"_a = 1.0f, "min_p"_a = 0.0f,
@@ -320,26 +330,19 @@ NB_MODULE(_core, m) {
             self->rng.seed(seed);
         }, "temperature"_a = 0.0f, "top_k"_a = 40, "top_p"_a = 0.95f, "min_p"_a = 0.05f, "seed"_a = 0)
         .def("distribution", [](SamplerHandle & h, LogitRow logits) {
-            Support out;
-            const float * data = logits.data();
             const int32_t n = (int32_t) logits.shape(0);
             if (!h.sampler) {
-                out.first = {(llama_token) (std::max_element(data, data + n) - data)};
-                out.second = {1.0f};
-                return out;
+                return Support{{argmax(logits.data(), n)}, {1.0f}};
             }
-            h.sampler->truncate(data, n, h.dist);
-            out.first = h.dist.ids;
-            for (size_t i = 0; i < h.dist.ids.size(); ++i) out.second.push_back(h.dist.prob(i));
-            return out;
+            h.sampler->truncate(logits.data(), n, h.dist);
+            return support_of(h.dist);
         }, "logits"_a, "The truncated support (token ids) and its probabilities (greedy: the argmax, 1.0).")
         .def("sample", [](SamplerHandle & h, LogitRow logits) {
-            const float * data = logits.data();
             const int32_t n = (int32_t) logits.shape(0);
             if (!h.sampler) {
-                return (llama_token) (std::max_element(data, data + n) - data);
+                return argmax(logits.data(), n);
             }
-            h.sampler->truncate(data, n, h.dist);
+            h.sampler->truncate(logits.data(), n, h.dist);
             return h.dist.draw(uniform01(h.rng));
         }, "logits"_a, "One draw from the truncated distribution (greedy: the argmax).")
         .def("reseed", [](SamplerHandle & h, uint64_t seed) { h.rng.seed(seed); }, "seed"_a);

@@ -200,10 +200,6 @@ void Context::clear() {
     }
 }
 
-}  // namespace llamaspec
-
-namespace llamaspec {
-
 void Context::capture_layers(const std::vector<int32_t> & layers) {
     for (int32_t layer : layers) {
         if (layer < 0 || layer >= model_->n_layer()) {

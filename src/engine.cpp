@@ -63,7 +63,7 @@ Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
     base_.n_outputs_max = limits.total;
     base_.n_outputs_max_per_seq = limits.per_seq;
 
-    check_memory(config.n_ctx, base_.n_ubatch, (uint32_t) config.n_max + 1);
+    ensure_cache_fits(*target_, config.n_ctx, 1, base_.n_ubatch, (uint32_t) config.n_max + 1, draft_.get());
 
     // a verification batch is id_last + up to n_max drafts, and all of it may be taken back (cost measurement)
     const RollbackPolicy rollback = RollbackPolicy::parse(config.rollback);
@@ -88,11 +88,6 @@ Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
     } else if (config.schedule != "fixed") {
         throw std::invalid_argument("schedule must be 'fixed' or 'confidence', got '" + config.schedule + "'");
     }
-}
-
-void Engine::check_memory(int32_t n_ctx, int32_t n_ubatch, uint32_t n_rs_seq) const {
-    const uint64_t draft_bytes = draft_ ? draft_->cache_bytes(((int64_t) n_ctx + 255) / 256 * 256, 1, n_ubatch, 0) : 0;
-    ensure_cache_fits(*target_, n_ctx, 1, n_ubatch, n_rs_seq, draft_bytes);
 }
 
 CostModel Engine::measure_costs() {

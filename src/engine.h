@@ -83,8 +83,6 @@ private:
     float * logits_at(int32_t batch_index);
     // greedy or sampled verification of draft_tokens_; fills `out` with accepted drafts + one more token
     int32_t verify(std::vector<llama_token> & out);
-    // refuse (std::invalid_argument) a context whose cache cannot fit in the memory that is free
-    void check_memory(int32_t n_ctx, int32_t n_ubatch, uint32_t n_rs_seq) const;
     // start-up measurement for the scheduler: target passes over 1..n_max+1 tokens, draft steps
     CostModel measure_costs();
 

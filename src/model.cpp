@@ -156,9 +156,12 @@ uint64_t Model::free_memory(std::string & where) const {
 }
 
 void ensure_cache_fits(const Model & model, int64_t n_ctx, int32_t n_seq, int32_t n_ubatch, uint32_t n_rs_seq,
-                       uint64_t extra_bytes) {
+                       const Model * draft) {
     const int64_t cells = (n_ctx + 255) / 256 * 256;  // llama.cpp rounds the cache up to 256 cells
-    uint64_t need = model.cache_bytes(cells, n_seq, n_ubatch, n_rs_seq) + extra_bytes;
+    uint64_t need = model.cache_bytes(cells, n_seq, n_ubatch, n_rs_seq);
+    if (draft != nullptr) {
+        need += draft->cache_bytes(cells, n_seq, n_ubatch, 0);
+    }
     // logits of one batch and the activations of a prompt chunk, roughly
     need += (uint64_t) n_ubatch * (model.n_vocab() + 16ull * model.n_embd()) * sizeof(float);
     std::string where;

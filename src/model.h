@@ -80,10 +80,10 @@ private:
 using ModelPtr = std::shared_ptr<Model>;
 
 // Throws std::invalid_argument (naming the sizes) when a context of n_ctx tokens for each of n_seq
-// sequences, plus extra_bytes (e.g. a draft's cache), cannot fit in the memory that is free where
-// the model's cache lives. Called before any context is created: llama.cpp would be OOM-killed.
+// sequences (and a draft model's context of the same size, if given) cannot fit in the memory that is
+// free where the model's cache lives. Called before any context is created: llama.cpp would be OOM-killed.
 void ensure_cache_fits(const Model & model, int64_t n_ctx, int32_t n_seq, int32_t n_ubatch, uint32_t n_rs_seq,
-                       uint64_t extra_bytes = 0);
+                       const Model * draft = nullptr);
 
 // "llama, qwen3, qwen35, ...": the architectures whose graphs publish layer inputs
 std::string layer_feature_architectures();

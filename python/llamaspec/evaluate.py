@@ -134,13 +134,13 @@ class Report:
 
     # --- derived records (plain dicts; DataFrames below) ---------------------------------------------
     def _groups(self):
-        keys = sorted({(r.task, r.drafter) for r in self.runs}, key=lambda k: (self._task_order(k[0]), k[1]))
-        for task, drafter in keys:
-            yield task, drafter, [r for r in self.runs if r.task == task and r.drafter == drafter]
-
-    def _task_order(self, task: str) -> int:
-        order = [r.task for r in self.runs]
-        return order.index(task)
+        """(task, drafter, runs) in the order the tasks ran, drafters sorted."""
+        groups = {}
+        for r in self.runs:
+            groups.setdefault(r.task, {}).setdefault(r.drafter, []).append(r)
+        for task, by_drafter in groups.items():
+            for drafter in sorted(by_drafter):
+                yield task, drafter, by_drafter[drafter]
 
     def position_records(self) -> list:
         rows = []

@@ -33,6 +33,12 @@ def load_model(model: ModelLike, n_gpu_layers: int = -1, repack: bool = True, lo
     return Model(os.fspath(model), n_gpu_layers, repack, load_mtp)
 
 
+def _short_repr(result) -> str:
+    text = result.text if len(result.text) <= 60 else result.text[:57] + "..."
+    return (f"{type(result).__name__}({text!r}, {len(result.tokens)} tokens, stop_reason={result.stop_reason!r}, "
+            f"{result.stats!r})")
+
+
 @dataclass(frozen=True)
 class GenerationResult:
     """The output of :meth:`Generator.generate`."""
@@ -42,9 +48,8 @@ class GenerationResult:
     stop_reason: str  # "max_tokens", "eos", "context", "stop" (a stop string or token) or "cancelled"
     stats: SpecStats
 
-    def __repr__(self) -> str:
-        text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
-        return f"GenerationResult({text!r}, {len(self.tokens)} tokens, stop_reason={self.stop_reason!r}, {self.stats!r})"
+    def __repr__(self) -> str:  # one line: the numbers that matter, no arrays
+        return _short_repr(self)
 
 
 @dataclass(frozen=True)
@@ -58,8 +63,7 @@ class ChatResult:
     stats: SpecStats
 
     def __repr__(self) -> str:
-        text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
-        return f"ChatResult({text!r}, {len(self.tokens)} tokens, stop_reason={self.stop_reason!r}, {self.stats!r})"
+        return _short_repr(self)
 
 
 @dataclass(frozen=True)

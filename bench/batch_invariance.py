@@ -141,16 +141,26 @@ def main(argv=None) -> int:
         entry["verify_seconds"] = {n: interleaved(verify_seconds(ctx, tokens[:128], n), repeats) for n in range(1, 10)}
         entry["prefill_512_seconds"] = interleaved(prefill_seconds(ctx, tokens), repeats)
         if path == gemma:
-            for label, draft, spec_type, n_max in [("draft-simple Q2_K n_max 4", gemma_q2, "draft-simple", 4),
-                                                   ("ngram-simple n_max 8", None, "ngram-simple", 8)]:
-                g = llamaspec.Generator(model, draft, spec_type=spec_type, n_max=n_max, n_ctx=1024, n_threads=threads)
-                entry[f"speculative_tok_s {label}"] = interleaved(
-                    lambda _on, g=g: g.generate(prompts[0], n_tokens, ignore_eos=True).stats.tokens_per_second, repeats)
-                g.close()
-            entry["equal_to_plain"] = equality(model, [("draft-simple Q2_K n_max 4", gemma_q2, "draft-simple", 4),
-                                                       ("draft-simple Q2_K n_max 8", gemma_q2, "draft-simple", 8),
-                                                       ("ngram-simple n_max 8", None, "ngram-simple", 8)],
-                                               prompts, n_tokens, threads)
+            speculative = [("draft-simple Q2_K n_max 4", gemma_q2, "draft-simple", 4),
+                           ("ngram-simple n_max 8", None, "ngram-simple", 8)]
+        else:
+            tiny_dir = Path(path).parent
+            speculative = [("draft-simple (2-layer draft) n_max 4", str(tiny_dir / "draft_simple.gguf"),
+                            "draft-simple", 4),
+                           ("draft-dspark (random head) n_max 4", str(tiny_dir / "dspark.gguf"), "draft-dspark", 4)]
+        for label, draft, spec_type, n_max in speculative:
+            g = llamaspec.Generator(model, draft, spec_type=spec_type, n_max=n_max, n_ctx=1024, n_threads=threads)
+            entry[f"speculative_tok_s {label}"] = interleaved(
+                lambda _on, g=g: g.generate(prompts[0], n_tokens, ignore_eos=True).stats.tokens_per_second, repeats)
+            g.close()
+        if path == gemma:
+            equality_runs = [("draft-simple Q2_K n_max 4", gemma_q2, "draft-simple", 4),
+                             ("draft-simple Q2_K n_max 8", gemma_q2, "draft-simple", 8),
+                             ("ngram-simple n_max 8", None, "ngram-simple", 8)]
+        else:
+            equality_runs = speculative + [("draft-simple (2-layer draft) n_max 8", speculative[0][1],
+                                            "draft-simple", 8)]
+        entry["equal_to_plain"] = equality(model, equality_runs, prompts, n_tokens, threads)
         report["models"][name] = entry
         print_model(name, entry)
 

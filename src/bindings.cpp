@@ -1,5 +1,6 @@
 // Thin nanobind bindings: Model, Engine, GGUF inspection and log control.
 // The round loop runs in C++ with the GIL released; Python only orchestrates.
+#include "bindings.h"
 #include "context.h"
 #include "engine.h"
 
@@ -26,6 +27,23 @@
 namespace nb = nanobind;
 using namespace nb::literals;
 using namespace llamaspec;
+
+nb::dict memory_info(const Context & target, const Drafter & drafter) {
+    auto describe = [](const Context & c) {
+        nb::dict d;
+        d["role"] = c.role();
+        d["rollback"] = rollback_mode_name(c.rollback_mode());
+        d["checkpoints_saved"] = c.checkpoints_saved();
+        d["replay_tokens"] = c.replay_tokens();
+        d["replay_seconds"] = c.replay_seconds();
+        return d;
+    };
+    nb::dict d;
+    d["target"] = describe(target);
+    const Context * dft = drafter.draft_context();
+    d["draft"] = dft ? nb::object(describe(*dft)) : nb::none();
+    return d;
+}
 
 namespace {
 
@@ -122,17 +140,6 @@ Support support_of(const TruncatedDist & dist) {
 
 llama_token argmax(const float * logits, int32_t n) { return (llama_token) (std::max_element(logits, logits + n) - logits); }
 
-SamplingParams make_sampling(float temperature, int top_k, float top_p, float min_p, uint64_t seed) {
-    SamplingParams p;
-    p.temperature = temperature;
-    p.top_k = top_k;
-    p.top_p = top_p;
-    p.min_p = min_p;
-    p.seed = seed;
-    validate(p);
-    return p;
-}
-
 // llama.cpp's own chain with the same parameters: top_k -> top_p -> min_p -> temp -> dist
 llama_sampler_ptr llama_chain(const SamplingParams & p) {
     llama_sampler_ptr chain(llama_sampler_chain_init(llama_sampler_chain_default_params()));
@@ -165,6 +172,7 @@ NB_MODULE(_core, m) {
     ggml_cpu_set_batch_invariant(true);
     llama_log_set(log_filter, nullptr);
     set_verbose(false);
+    bind_batch(m);
 
     m.def("set_verbose", &set_verbose, "verbose"_a, "Show llama.cpp's informational logs (default: errors only).");
     m.def("system_info", [] { return std::string(llama_print_system_info()); });
@@ -300,7 +308,7 @@ NB_MODULE(_core, m) {
        "Requantize a GGUF (as llama-quantize --allow-requantize), e.g. to make a weaker draft of a model.");
 
     m.def("fused_truncate", [](LogitRows logits, float temperature, int top_k, float top_p, float min_p) {
-        FusedSampler sampler(make_sampling(temperature, top_k, top_p, min_p, 0));
+        FusedSampler sampler(make_sampling_params(temperature, top_k, top_p, min_p, 0));
         std::vector<Support> out(logits.shape(0));
         TruncatedDist dist;
         for (size_t r = 0; r < logits.shape(0); ++r) {
@@ -323,7 +331,7 @@ NB_MODULE(_core, m) {
         .def("__init__", [](SamplerHandle * self, float temperature, int top_k, float top_p, float min_p,
                             uint64_t seed) {
             new (self) SamplerHandle();
-            self->params = make_sampling(temperature, top_k, top_p, min_p, seed);
+            self->params = make_sampling_params(temperature, top_k, top_p, min_p, seed);
             if (!self->params.greedy()) {
                 self->sampler = std::make_unique<FusedSampler>(self->params);
             }
@@ -348,7 +356,7 @@ NB_MODULE(_core, m) {
         .def("reseed", [](SamplerHandle & h, uint64_t seed) { h.rng.seed(seed); }, "seed"_a);
 
     m.def("llama_chain_truncate", [](LogitRows logits, float temperature, int top_k, float top_p, float min_p) {
-        const SamplingParams params = make_sampling(temperature, top_k, top_p, min_p, 1234);
+        const SamplingParams params = make_sampling_params(temperature, top_k, top_p, min_p, 1234);
         std::vector<Support> out(logits.shape(0));
         std::vector<llama_token_data> buf;
         llama_token_data_array arr;
@@ -365,7 +373,7 @@ NB_MODULE(_core, m) {
        "llama.cpp's sampler chain (top_k, top_p, min_p, temp, dist) on each row: (ids, probs).");
 
     m.def("time_samplers", [](LogitRows logits, float temperature, int top_k, float top_p, float min_p, int repeats) {
-        const SamplingParams params = make_sampling(temperature, top_k, top_p, min_p, 1);
+        const SamplingParams params = make_sampling_params(temperature, top_k, top_p, min_p, 1);
         const int32_t n_vocab = (int32_t) logits.shape(1);
         nb::gil_scoped_release release;
         FusedSampler sampler(params);
@@ -517,7 +525,7 @@ NB_MODULE(_core, m) {
         }, "The confidence scheduler's cost model and acceptance calibration (empty for the fixed schedule).")
         .def("start", [](EngineHandle & h, const std::vector<llama_token> & prompt, float temperature, int top_k,
                          float top_p, float min_p, uint64_t seed) {
-            const SamplingParams sampling = make_sampling(temperature, top_k, top_p, min_p, seed);
+            const SamplingParams sampling = make_sampling_params(temperature, top_k, top_p, min_p, seed);
             h.clear_cancel();
             h.with_engine([&](Engine & e) {
                 nb::gil_scoped_release release;
@@ -576,22 +584,7 @@ NB_MODULE(_core, m) {
         .def("cancel", &EngineHandle::cancel,
              "Stop the running generation after its current round (any thread; stop reason 'cancelled').")
         .def("memory_info", [](EngineHandle & h) {
-            return h.with_engine([](Engine & e) {
-                auto describe = [](const Context & c) {
-                    nb::dict d;
-                    d["role"] = c.role();
-                    d["rollback"] = rollback_mode_name(c.rollback_mode());
-                    d["checkpoints_saved"] = c.checkpoints_saved();
-                    d["replay_tokens"] = c.replay_tokens();
-                    d["replay_seconds"] = c.replay_seconds();
-                    return d;
-                };
-                nb::dict d;
-                d["target"] = describe(e.target_context());
-                const Context * dft = e.drafter().draft_context();
-                d["draft"] = dft ? nb::object(describe(*dft)) : nb::none();
-                return d;
-            });
+            return h.with_engine([](Engine & e) { return memory_info(e.target_context(), e.drafter()); });
         }, "How each context rolls a sequence back (remove / snapshots / checkpoint) and what checkpoints cost.")
         .def("close", &EngineHandle::close, "Free the contexts; later calls raise RuntimeError.");
 }

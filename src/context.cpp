@@ -112,7 +112,8 @@ void Context::save_checkpoint(llama_seq_id seq) {
 void Context::restore_checkpoint(llama_seq_id seq, llama_pos n_past) {
     Checkpoint & cp = checkpoint_of(seq);
     const llama_state_seq_flags flags = LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY;
-    if (llama_state_seq_set_data_ext(ctx_.get(), cp.state.data(), cp.state.size(), seq, flags) != cp.state.size()) {
+    if (!cp.state.empty() &&
+        llama_state_seq_set_data_ext(ctx_.get(), cp.state.data(), cp.state.size(), seq, flags) != cp.state.size()) {
         cp.valid = false;
         throw std::runtime_error("could not restore the " + role_ + "'s sequence state from its checkpoint");
     }
@@ -157,7 +158,10 @@ bool Context::try_trim(llama_seq_id seq, llama_pos n_past, std::string * why) {
         // KV removal, or a recurrent step back within the snapshots of the latest batch
         if (llama_memory_seq_rm(mem, seq, n_past, -1)) {
             if (n_past <= 0) {
-                cp.valid = false;
+                // an empty sequence is itself a checkpoint: restoring it is removing everything and
+                // decoding the logged tokens again (a draft model that drafts from position 0 needs it)
+                cp = Checkpoint{};
+                cp.valid = mode_ != RollbackMode::Remove;
             }
             while (!cp.log.empty() && cp.log.back().second >= n_past) {
                 cp.log.pop_back();

@@ -267,7 +267,9 @@ Drafter::Drafter(const common_params & base, const ModelPtr & target, Context & 
       draft_model_(draft),
       ctx_tgt_(ctx_tgt),
       params_(base.speculative),
-      n_max_(base.speculative.draft.n_max) {
+      n_max_(base.speculative.draft.n_max),
+      n_seq_((uint32_t) std::max(1, base.n_parallel)),
+      dft_cache_has_tail_(n_seq_, 0) {
     const auto model_type = std::find_if(types_.begin(), types_.end(), is_model_drafter);
     model_type_ = model_type == types_.end() ? COMMON_SPECULATIVE_TYPE_NONE : *model_type;
     if (!active()) {
@@ -329,10 +331,10 @@ void Drafter::begin(const llama_tokens & prompt_history, size_t n_keep) {
         }
         catch_up_from = keep;
     }
-    dft_cache_has_tail_ = false;
+    std::fill(dft_cache_has_tail_.begin(), dft_cache_has_tail_.end(), 0);
     // a fresh state per generation, so one generation never depends on the previous one
     spec_.reset();
-    spec_.reset(common_speculative_init(params_, 1));
+    spec_.reset(common_speculative_init(params_, n_seq_));
     if (!spec_) {
         throw std::runtime_error("llama.cpp could not initialise the '" + name() + "' drafter");
     }
@@ -364,7 +366,11 @@ void Drafter::process(const common_batch & batch) {
     }
     // the draft cache may now hold positions the target rejects (not when the input is deferred:
     // a DFlash/DSpark head keeps the features until its next draft; EAGLE3 and MTP decode them now)
-    dft_cache_has_tail_ = !(defer_process_ && is_block_head(model_type_));
+    if (ctx_dft_ && !(defer_process_ && is_block_head(model_type_))) {
+        for (const auto & t : batch.tokens) {
+            dft_cache_has_tail_.at(t.seq_id) = 1;
+        }
+    }
 }
 
 void Drafter::flush_pending() {
@@ -392,18 +398,48 @@ void Drafter::flush_pending() {
 void Drafter::draft(llama_pos pos0, llama_token id_last, const llama_tokens & history, int32_t n_max,
                     llama_tokens & out, std::vector<float> & confidence,
                     std::function<bool(int32_t, float)> keep_drafting) {
+    last_catch_up_tokens_ = 0;
+    if (spec_ && n_max > 0) {
+        flush_pending();
+    }
+    request_draft(0, pos0, id_last, history, n_max, out, confidence, std::move(keep_drafting));
+    draft_requested();
+}
+
+void Drafter::begin_sequence(llama_seq_id seq, const llama_tokens & prompt_history) {
+    if (seq < 0 || (uint32_t) seq >= n_seq_) {
+        throw std::out_of_range("sequence " + std::to_string(seq) + " is out of range for a drafter of " +
+                                std::to_string(n_seq_) + " sequences");
+    }
+    if (!active()) {
+        return;
+    }
+    if (!spec_) {
+        spec_.reset(common_speculative_init(params_, n_seq_));
+        if (!spec_) {
+            throw std::runtime_error("llama.cpp could not initialise the '" + name() + "' drafter");
+        }
+    }
+    if (ctx_dft_) {
+        ctx_dft_->trim(seq, 0);
+    }
+    dft_cache_has_tail_.at(seq) = 0;
+    common_speculative_begin(spec_.get(), seq, prompt_history);
+}
+
+void Drafter::request_draft(llama_seq_id seq, llama_pos pos0, llama_token id_last, const llama_tokens & history,
+                            int32_t n_max, llama_tokens & out, std::vector<float> & confidence,
+                            std::function<bool(int32_t, float)> keep_drafting) {
     out.clear();
     confidence.clear();
-    last_catch_up_tokens_ = 0;
     if (!spec_ || n_max <= 0) {
         return;
     }
-    flush_pending();
     if (ctx_dft_) {
         // the draft model's own steps are taken back below: one step per drafted token
-        ctx_dft_->prepare_rollback(0, n_max + 1, false);
+        ctx_dft_->prepare_rollback(seq, n_max + 1, false);
     }
-    auto & params = common_speculative_get_draft_params(spec_.get(), 0);
+    auto & params = common_speculative_get_draft_params(spec_.get(), seq);
     params.drafting = true;
     params.n_max = n_max;
     params.pos0 = pos0;
@@ -412,21 +448,32 @@ void Drafter::draft(llama_pos pos0, llama_token id_last, const llama_tokens & hi
     params.result = &out;
     params.confidence = &confidence;
     params.keep_drafting = std::move(keep_drafting);
-    common_speculative_draft(spec_.get());
-    params.keep_drafting = nullptr;
-    params.confidence = nullptr;
-    if ((int32_t) out.size() > n_max) {
-        out.resize(n_max);
-    }
-    // n-gram lookups carry no confidence
-    confidence.resize(out.size(), NAN);
-    if (ctx_dft_) {
-        // drafting may have written block positions into the draft cache: keep the verified prefix only
-        ctx_dft_->trim(0, pos0);
-    }
+    requests_.push_back({seq, n_max, pos0, &out, &confidence});
 }
 
-void Drafter::accept(int32_t n_accepted, llama_pos n_past) {
+void Drafter::draft_requested() {
+    if (requests_.empty()) {
+        return;
+    }
+    common_speculative_draft(spec_.get());
+    for (const Request & r : requests_) {
+        auto & params = common_speculative_get_draft_params(spec_.get(), r.seq);
+        params.keep_drafting = nullptr;
+        params.confidence = nullptr;
+        if ((int32_t) r.out->size() > r.n_max) {
+            r.out->resize(r.n_max);
+        }
+        // n-gram lookups carry no confidence
+        r.confidence->resize(r.out->size(), NAN);
+        if (ctx_dft_) {
+            // drafting may have written block positions into the draft cache: keep the verified prefix only
+            ctx_dft_->trim(r.seq, r.pos0);
+        }
+    }
+    requests_.clear();
+}
+
+void Drafter::accept(llama_seq_id seq, int32_t n_accepted, llama_pos n_past) {
     if (!spec_) {
         return;
     }
@@ -434,11 +481,20 @@ void Drafter::accept(int32_t n_accepted, llama_pos n_past) {
     while (!pending_.empty() && pending_.back().second >= n_past) {
         pending_.pop_back();
     }
-    common_speculative_discard_deferred(spec_.get(), 0, n_past);
-    common_speculative_accept(spec_.get(), 0, (uint16_t) n_accepted);
-    if (ctx_dft_ && dft_cache_has_tail_) {
-        ctx_dft_->trim(0, n_past);
-        dft_cache_has_tail_ = false;
+    common_speculative_discard_deferred(spec_.get(), seq, n_past);
+    common_speculative_accept(spec_.get(), seq, (uint16_t) n_accepted);
+    if (ctx_dft_ && dft_cache_has_tail_.at(seq)) {
+        ctx_dft_->trim(seq, n_past);
+        dft_cache_has_tail_[seq] = 0;
+    }
+}
+
+void Drafter::end_sequence(llama_seq_id seq) {
+    if (ctx_dft_) {
+        ctx_dft_->trim(seq, 0);
+    }
+    if (seq >= 0 && (uint32_t) seq < n_seq_) {
+        dft_cache_has_tail_[seq] = 0;
     }
 }
 

@@ -35,8 +35,9 @@ int32_t max_draft_depth(const std::vector<common_speculative_type> & types, cons
 class Drafter {
 public:
     // ctx_tgt must outlive the drafter. `draft` may be null for self-speculation / none.
-    // `base` holds the target's parameters (with .speculative filled by make_speculative_params);
-    // the draft context derives from it as in llama.cpp's own tools.
+    // `base` holds the target's parameters (with .speculative filled by make_speculative_params and
+    // n_parallel = the number of sequences served); the draft context derives from it as in
+    // llama.cpp's own tools.
     Drafter(const common_params & base, const ModelPtr & target, Context & ctx_tgt, const ModelPtr & draft,
             RollbackPolicy rollback = {});
 
@@ -82,7 +83,21 @@ public:
                std::function<bool(int32_t, float)> keep_drafting = nullptr);
 
     // The target accepted n_accepted drafted tokens; the draft KV cache keeps positions < n_past.
-    void accept(int32_t n_accepted, llama_pos n_past);
+    void accept(int32_t n_accepted, llama_pos n_past) { accept(0, n_accepted, n_past); }
+
+    // --- several sequences (BatchEngine): one llama.cpp drafter state serves them all ---------
+    uint32_t n_seq() const { return n_seq_; }
+    // Start sequence `seq` (its draft cache emptied) while the others keep their state; no deferred input.
+    void begin_sequence(llama_seq_id seq, const llama_tokens & prompt_history);
+    // Ask for a draft of `seq` (arguments as draft()); draft_requested() drafts every request at once
+    // (a draft model decodes all sequences' steps in one batch each).
+    void request_draft(llama_seq_id seq, llama_pos pos0, llama_token id_last, const llama_tokens & history,
+                       int32_t n_max, llama_tokens & out, std::vector<float> & confidence,
+                       std::function<bool(int32_t, float)> keep_drafting = nullptr);
+    void draft_requested();
+    void accept(llama_seq_id seq, int32_t n_accepted, llama_pos n_past);
+    // Sequence `seq` is done: free its draft cache.
+    void end_sequence(llama_seq_id seq);
 
 private:
     // feed the deferred target tokens to the draft model, in one batch per n_batch
@@ -95,12 +110,21 @@ private:
     Context & ctx_tgt_;
     common_params_speculative params_;
     int32_t n_max_ = 0;
+    uint32_t n_seq_ = 1;
     bool defer_process_ = false;
+    struct Request {
+        llama_seq_id seq;
+        int32_t n_max;
+        llama_pos pos0;
+        llama_tokens * out;
+        std::vector<float> * confidence;
+    };
+    std::vector<Request> requests_;  // drafts asked for since the last draft_requested()
     std::vector<std::pair<llama_token, llama_pos>> pending_;  // deferred target tokens, in order
     common_batch pending_batch_;
-    // the draft cache may hold positions past the accepted prefix (cleared in accept(); a
-    // per-round scan of the draft cache is not free on small targets)
-    bool dft_cache_has_tail_ = false;
+    // per sequence: the draft cache may hold positions past the accepted prefix (cleared in
+    // accept(); a per-round scan of the draft cache is not free on small targets)
+    std::vector<char> dft_cache_has_tail_;
     int32_t last_catch_up_tokens_ = 0;
     double last_catch_up_seconds_ = 0.0;
     // declared before spec_: the speculative state refers to the draft context and goes first

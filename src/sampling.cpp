@@ -26,6 +26,17 @@ void validate(const SamplingParams & p) {
     if (p.top_k < 0) bad("top_k must be >= 0 (0 = off), got " + std::to_string(p.top_k));
 }
 
+SamplingParams make_sampling_params(float temperature, int32_t top_k, float top_p, float min_p, uint64_t seed) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.top_k = top_k;
+    p.top_p = top_p;
+    p.min_p = min_p;
+    p.seed = seed;
+    validate(p);
+    return p;
+}
+
 float TruncatedDist::prob_of(llama_token token) const {
     for (size_t i = 0; i < ids.size(); ++i) {
         if (ids[i] == token) {

@@ -24,6 +24,9 @@ struct SamplingParams {
 // Throws std::invalid_argument for out-of-range parameters (NaN, top_p outside (0, 1], ...).
 void validate(const SamplingParams & params);
 
+// Validated parameters.
+SamplingParams make_sampling_params(float temperature, int32_t top_k, float top_p, float min_p, uint64_t seed);
+
 // The truncated distribution at one position: token ids with unnormalised weights (their sum is
 // `total`, so no extra pass over the candidates is spent on normalising).
 struct TruncatedDist {

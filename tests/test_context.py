@@ -47,6 +47,28 @@ def test_features_are_the_layer_inputs(hybrid_models, arch):
         ctx.features(2)
 
 
+def test_last_layer_features_give_the_logits(tmp_path):
+    """Proof that features() is the residual stream entering a layer: with a last block that adds nothing,
+    output norm + head applied to that block's captured input reproduce the logits llama.cpp returns."""
+    path = tmp_path / "passthrough.gguf"
+    spec = tiny_models.write_target(path, seed=3, passthrough_last_layer=True)
+    last = spec.n_layer - 1
+    ctx = llamaspec.Context(str(path), n_ctx=128, capture_layers=[last])
+    tokens = [5, 77, 120, 9, 300, 41, 8]
+    ctx.decode(tokens)
+    x = ctx.features(last).astype(np.float64)
+    norm = tiny_models._read_tensor(path, "output_norm.weight")
+    head = tiny_models._read_tensor(path, "output.weight")  # [n_vocab, n_embd]
+    hidden = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + spec.rms_eps) * norm
+    np.testing.assert_allclose(hidden @ head.T, ctx.logits(), rtol=0, atol=2e-4)
+    # the check can fail: the input of an earlier layer does not give the logits
+    ctx2 = llamaspec.Context(str(path), n_ctx=128, capture_layers=[last - 1])
+    ctx2.decode(tokens)
+    y = ctx2.features(last - 1).astype(np.float64)
+    wrong = y / np.sqrt((y * y).mean(axis=1, keepdims=True) + spec.rms_eps) * norm @ head.T
+    assert np.abs(wrong - ctx2.logits()).max() > 1e-2
+
+
 def test_layer_features_need_a_graph_that_publishes_them(tmp_path):
     qwen2 = tmp_path / "qwen2.gguf"
     tiny_models.write_target(qwen2, 0, arch="qwen2")

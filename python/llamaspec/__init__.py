@@ -9,6 +9,7 @@
 import os
 
 from . import _core
+from .batch import Batch, Request
 from .context import Context
 from .evaluate import Report, evaluate
 from .sampler import Sampler
@@ -43,6 +44,6 @@ def quantize(src: "str | os.PathLike[str]", dst: "str | os.PathLike[str]", type:
     """Requantize a GGUF with llama.cpp's quantizer (Q2_K, Q3_K_S, Q4_K_M, Q8_0, Q4_0 or F16), e.g. for a weaker draft."""
     _core.quantize(os.fspath(src), os.fspath(dst), type, n_threads)
 
-__all__ = ["evaluate", "Report", "Context", "Sampler", "set_batch_invariant", "batch_invariant", "Generator", "GenerationResult", "ChatResult", "StreamChunk", "SpecStats", "Model", "load_model",
+__all__ = ["Batch", "Request", "evaluate", "Report", "Context", "Sampler", "set_batch_invariant", "batch_invariant", "Generator", "GenerationResult", "ChatResult", "StreamChunk", "SpecStats", "Model", "load_model",
            "inspect_gguf", "set_verbose", "quantize"]
 __version__ = "0.1.0"

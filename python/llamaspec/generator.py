@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
 import math
 import os
 import warnings
@@ -13,7 +12,7 @@ import numpy as np
 
 from . import _core
 from .stats import SpecStats
-from .stops import StopMatcher
+from .stops import StopMatcher, TextStream
 
 Model = _core.Model
 ModelLike = Union[str, "os.PathLike[str]", Model]
@@ -31,6 +30,52 @@ def load_model(model: ModelLike, n_gpu_layers: int = -1, repack: bool = True, lo
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"expected a GGUF path or a llamaspec.Model, got {type(model).__name__}")
     return Model(os.fspath(model), n_gpu_layers, repack, load_mtp)
+
+
+
+def tokenize(model: Model, text: Union[str, bytes], add_special: bool = True) -> list:
+    """Token ids of ``text`` (str, or raw bytes passed to the tokenizer as they are)."""
+    if isinstance(text, str):
+        try:
+            text = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"the prompt is not valid Unicode text: {exc}") from None
+    if not isinstance(text, (bytes, bytearray)):
+        raise TypeError(f"prompt must be str, bytes or a list of token ids, got {type(text).__name__}")
+    return model.tokenize(bytes(text), add_special)
+
+
+def prompt_tokens(model: Model, prompt: Union[str, bytes, Sequence[int]], add_special: bool) -> list:
+    """A prompt (text, bytes or token ids) as a non-empty list of token ids."""
+    if isinstance(prompt, np.ndarray) and prompt.ndim == 1 and prompt.dtype.kind in "iu":
+        prompt = prompt.tolist()
+    if isinstance(prompt, (str, bytes, bytearray)):
+        tokens = tokenize(model, prompt, add_special)
+    elif isinstance(prompt, Sequence) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        tokens = list(prompt)
+    else:
+        raise TypeError("prompt must be str, bytes or a sequence of int token ids")
+    if not tokens:
+        raise ValueError("the prompt is empty (no tokens)")
+    return tokens
+
+
+def check_max_tokens(max_tokens: int) -> None:
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+
+
+def sampling_args(temperature: float, top_k: int, top_p: float, min_p: float, seed: int) -> tuple:
+    """(temperature, top_k, top_p, min_p, seed) for the core: greedy when temperature <= 0."""
+    temperature = float(temperature)
+    if not math.isfinite(temperature):
+        raise ValueError(f"temperature must be a finite number, got {temperature}")
+    seed = int(seed)
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+    if temperature > 0:
+        return temperature, int(top_k), float(top_p), float(min_p), seed
+    return 0.0, 0, 1.0, 0.0, seed
 
 
 def _short_repr(result) -> str:
@@ -136,6 +181,10 @@ class Generator:
                           "trained on: output past that length may degrade", stacklevel=2)
         self._engine = _core.Engine(self.target, self.draft, spec_type, n_max, n_ctx, n_threads or 0, ngram_size_n,
                                     schedule, rollback, bool(reuse_prefix))
+        # what generate_batch() builds its Batch from (one kept, rebuilt when n_seq changes)
+        self._batch_config = dict(spec_type=spec_type, n_max=n_max, n_ctx=n_ctx, n_threads=n_threads,
+                                  ngram_size_n=ngram_size_n, rollback=rollback)
+        self._batch = None
         self._stop_reason_override: Optional[str] = None  # "stop" when a stop string/token ended it
         self._generation = 0  # bumped by every generate()/stream(): older stream iterators go stale
 
@@ -192,35 +241,10 @@ class Generator:
     # --- text <-> tokens -----------------------------------------------------------------------
     def tokenize(self, text: Union[str, bytes], add_special: bool = True) -> list:
         """Token ids of ``text`` (str, or raw bytes passed to the tokenizer as they are)."""
-        if isinstance(text, str):
-            try:
-                text = text.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise ValueError(f"the prompt is not valid Unicode text: {exc}") from None
-        if not isinstance(text, (bytes, bytearray)):
-            raise TypeError(f"prompt must be str, bytes or a list of token ids, got {type(text).__name__}")
-        return self.target.tokenize(bytes(text), add_special)
+        return tokenize(self.target, text, add_special)
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         return self.target.detokenize(list(tokens)).decode("utf-8", errors="replace")
-
-    def _prompt_tokens(self, prompt: Union[str, bytes, Sequence[int]], add_special: bool) -> list:
-        if isinstance(prompt, np.ndarray) and prompt.ndim == 1 and prompt.dtype.kind in "iu":
-            prompt = prompt.tolist()
-        if isinstance(prompt, (str, bytes, bytearray)):
-            tokens = self.tokenize(prompt, add_special)
-        elif isinstance(prompt, Sequence) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-            tokens = list(prompt)
-        else:
-            raise TypeError("prompt must be str, bytes or a sequence of int token ids")
-        if not tokens:
-            raise ValueError("the prompt is empty (no tokens)")
-        return tokens
-
-    @staticmethod
-    def _check_max_tokens(max_tokens: int) -> None:
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
 
     def _stats(self) -> SpecStats:
         return SpecStats.from_log(self._engine.round_log(), self.n_max, self.spec_type,
@@ -229,20 +253,11 @@ class Generator:
     # --- generation ----------------------------------------------------------------------------
     def _start(self, prompt: Union[str, bytes, Sequence[int]], max_tokens: int, add_special: bool,
                sampling: dict) -> None:
-        self._check_max_tokens(max_tokens)
-        temperature = float(sampling["temperature"])
-        if not math.isfinite(temperature):
-            raise ValueError(f"temperature must be a finite number, got {temperature}")
-        if temperature > 0:
-            params = (temperature, int(sampling["top_k"]), float(sampling["top_p"]), float(sampling["min_p"]))
-        else:
-            params = (0.0, 0, 1.0, 0.0)
-        seed = int(sampling["seed"])
-        if not 0 <= seed < 2**64:
-            raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+        check_max_tokens(max_tokens)
+        args = sampling_args(**sampling)
         self._generation += 1
         self._stop_reason_override = None
-        self._engine.start(self._prompt_tokens(prompt, add_special), *params, seed)
+        self._engine.start(prompt_tokens(self.target, prompt, add_special), *args)
 
     def generate(self, prompt: Union[str, bytes, Sequence[int]], max_tokens: int = 128, *,
                  temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
@@ -297,7 +312,7 @@ class Generator:
     def _rounds(self, max_tokens: int, ignore_eos: bool, generation: int,
                 matcher: StopMatcher) -> Iterator[StreamChunk]:
         """The round loop of stream() (and of generate() with stops): one chunk per round."""
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        stream = TextStream(self.target.detokenize, matcher)
         n_rounds = 0
         while True:
             if generation != self._generation:
@@ -309,27 +324,47 @@ class Generator:
             log = self._engine.round_log()
             if len(log["drafted"]) > n_rounds:
                 n_rounds = len(log["drafted"])
-                text = decoder.decode(self.target.detokenize(tokens))
-                drafted, accepted = log["drafted"][-1], log["accepted"][-1]
-                if matcher.active:
-                    matcher.feed(tokens, text)
-                    text = matcher.safe_text()
-                    tokens = matcher.take_tokens()
-                    if matcher.stopped:
-                        self._stop_reason_override = "stop"
-                yield StreamChunk(text=text, tokens=tokens, drafted=drafted, accepted=accepted)
+                text, tokens = stream.feed(tokens)
+                if matcher.stopped:
+                    self._stop_reason_override = "stop"
+                yield StreamChunk(text=text, tokens=tokens, drafted=log["drafted"][-1], accepted=log["accepted"][-1])
             if self._engine.stop_reason or matcher.stopped:
                 break
-        tail = decoder.decode(b"", final=True)
-        tail_tokens = []
-        if matcher.active:
-            if not matcher.stopped:
-                matcher.feed([], tail)
-            tail = matcher.safe_text(final=True)
-            matcher.stopped = True  # hand out every kept token
-            tail_tokens = matcher.take_tokens()
+        tail, tail_tokens = stream.finish()
         if tail or tail_tokens:
             yield StreamChunk(text=tail, tokens=tail_tokens, drafted=0, accepted=0)
+
+    # --- batches -------------------------------------------------------------------------------
+    def generate_batch(self, prompts: Sequence[Union[str, bytes, Sequence[int]]],
+                       max_tokens: Union[int, Sequence[int]] = 128, *, n_seq: Optional[int] = None,
+                       seed: Union[int, Sequence[int]] = 0, **kwargs) -> list:
+        """Generate for several prompts at once: each round verifies every sequence's draft in one target decode.
+
+        Returns one :class:`GenerationResult` per prompt, in order, each with its own statistics; greedy
+        output equals :meth:`generate` of each prompt alone, token for token. ``n_seq`` sequences run
+        together (default: all prompts, at most 16); the rest wait for a free one. ``max_tokens`` and
+        ``seed`` may be one value or one per prompt; other keywords as :meth:`generate`. Uses this
+        Generator's drafter and settings with the fixed schedule; see :class:`llamaspec.Batch` for
+        submitting requests while others run.
+        """
+        if self.schedule != "fixed":
+            raise ValueError("generate_batch drafts n_max tokens every round (the fixed schedule); this Generator "
+                             "uses schedule='confidence': make one with schedule='fixed'")
+        prompts = list(prompts)
+        if not prompts:
+            return []
+        if n_seq is None:
+            n_seq = min(len(prompts), 16)
+        if not isinstance(n_seq, int) or isinstance(n_seq, bool) or n_seq < 1:
+            raise ValueError(f"n_seq must be a positive int, got {n_seq!r}")
+        from .batch import Batch  # batch.py builds on this module
+
+        if self._batch is None or self._batch.closed or self._batch.n_seq != n_seq:
+            if self._batch is not None:
+                self._batch.close()
+            self._batch = None  # free the old context before the new one is allocated
+            self._batch = Batch(self.target, self.draft, n_seq=n_seq, **self._batch_config)
+        return self._batch.generate(prompts, max_tokens, seed=seed, **kwargs)
 
     # --- chat ----------------------------------------------------------------------------------
     def chat_prompt(self, messages: Sequence[Mapping[str, str]], *, template: Optional[str] = None,
@@ -386,6 +421,8 @@ class Generator:
     # --- lifetime ------------------------------------------------------------------------------
     def close(self) -> None:
         """Free the contexts now (the models are freed when no Generator uses them)."""
+        if self._batch is not None:
+            self._batch.close()
         if not self._engine.closed:
             self._engine.close()
 

@@ -7,7 +7,8 @@ streaming the last ``len(longest stop) - 1`` characters are held back until they
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, List, Optional, Sequence
+import codecs
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 
 class StopMatcher:
@@ -92,3 +93,37 @@ class StopMatcher:
         out = self.text[self.emitted:end]
         self.emitted = max(self.emitted, end)
         return out
+
+
+class TextStream:
+    """Rounds of tokens -> text chunks: incremental UTF-8 decoding (a character split across rounds
+    waits for its last byte) and the stop strings / tokens of a StopMatcher."""
+
+    def __init__(self, detokenize: Callable[[List[int]], bytes], matcher: StopMatcher) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._detokenize = detokenize
+        self.matcher = matcher
+
+    @property
+    def stopped(self) -> bool:
+        return self.matcher.stopped
+
+    def feed(self, tokens: Sequence[int]) -> Tuple[str, List[int]]:
+        """One round's tokens: (text that can be shown, the tokens it belongs to)."""
+        tokens = list(tokens)
+        text = self._decoder.decode(self._detokenize(tokens))
+        if self.matcher.active:
+            self.matcher.feed(tokens, text)
+            return self.matcher.safe_text(), self.matcher.take_tokens()
+        return text, tokens
+
+    def finish(self) -> Tuple[str, List[int]]:
+        """What was held back, at the end of the generation."""
+        tail = self._decoder.decode(b"", final=True)
+        if not self.matcher.active:
+            return tail, []
+        if not self.matcher.stopped:
+            self.matcher.feed([], tail)
+        tail = self.matcher.safe_text(final=True)
+        self.matcher.stopped = True  # hand out every kept token
+        return tail, self.matcher.take_tokens()

@@ -428,9 +428,11 @@ def _head(seed: int, name: str, n_rows: int, n_embd: int, logit_std: float,
 
 
 def _add_attn_ffn_layer(w: gguf.GGUFWriter, seed: int, il: int, n_embd: int, n_head: int,
-                        n_head_kv: int, head_dim: int, n_ff: int, qk_norm: bool = True) -> None:
+                        n_head_kv: int, head_dim: int, n_ff: int, qk_norm: bool = True,
+                        passthrough: bool = False) -> None:
     """Qwen3-style block tensors: attn q/k/v/o + q/k norms + SwiGLU FFN (shared by qwen3/dflash);
-    without the q/k norms for a qwen2 block."""
+    without the q/k norms for a qwen2 block. ``passthrough``: zero output projections, so the block
+    adds nothing to the residual stream (its output equals its input)."""
     p = f"blk.{il}."
     t = {
         "attn_norm.weight":   _norm_weight(seed, p + "attn_norm", n_embd),
@@ -448,6 +450,9 @@ def _add_attn_ffn_layer(w: gguf.GGUFWriter, seed: int, il: int, n_embd: int, n_h
     }
     if not qk_norm:
         del t["attn_q_norm.weight"], t["attn_k_norm.weight"]
+    if passthrough:
+        t["attn_output.weight"] = np.zeros_like(t["attn_output.weight"])
+        t["ffn_down.weight"] = np.zeros_like(t["ffn_down.weight"])
     for name, arr in t.items():
         w.add_tensor(p + name, arr)
 
@@ -499,8 +504,12 @@ def write_target(
     logit_std: float = 3.0,
     name: str = "tiny-qwen3",
     arch: str = ARCH_TARGET,
+    passthrough_last_layer: bool = False,
 ) -> TargetSpec:
     """Write a tiny random ``qwen3`` model with a working byte-level BPE tokenizer.
+
+    ``passthrough_last_layer``: the last block adds nothing to the residual stream, so the logits are
+    the output norm and head applied to that block's input (a test of which tensor features() returns).
 
     ``arch="qwen2"`` writes the same model as a ``qwen2`` (no q/k norms): an architecture whose
     llama.cpp graph publishes no layer features, for the tests of that check.
@@ -531,7 +540,8 @@ def write_target(
     w.add_tensor("output.weight", _head(seed, "output", vocab.n_vocab, n_embd, logit_std,
                                         vocab.unprintable_ids()))
     for il in range(n_layer):
-        _add_attn_ffn_layer(w, seed, il, n_embd, n_head, n_head_kv, head_dim, n_ff, qk_norm=arch == ARCH_TARGET)
+        _add_attn_ffn_layer(w, seed, il, n_embd, n_head, n_head_kv, head_dim, n_ff, qk_norm=arch == ARCH_TARGET,
+                            passthrough=passthrough_last_layer and il == n_layer - 1)
     _finish(w)
     return spec
 

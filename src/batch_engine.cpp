@@ -1,0 +1,325 @@
+#include "batch_engine.h"
+
+#include "ggml.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace llamaspec {
+
+BatchEngine::BatchEngine(ModelPtr target, ModelPtr draft, const EngineConfig & config, int32_t n_seq)
+    : target_(std::move(target)), draft_(std::move(draft)) {
+    if (!target_) {
+        throw std::invalid_argument("a target model is required");
+    }
+    if (n_seq < 1 || n_seq > 256) {
+        throw std::invalid_argument("the number of sequences must be in 1..256, got " + std::to_string(n_seq));
+    }
+    if (config.schedule != "fixed") {
+        throw std::invalid_argument("batched generation supports schedule 'fixed' only (the confidence schedule "
+                                    "chooses one depth per round for one sequence), got '" + config.schedule + "'");
+    }
+    const std::vector<common_speculative_type> types = resolve_spec_types(config.spec_type, *target_, draft_.get());
+    const bool speculative = types.size() > 1 || types[0] != COMMON_SPECULATIVE_TYPE_NONE;
+    const int32_t depth_limit = max_draft_depth(types, draft_.get());
+    if (config.n_max < 1 || config.n_max > depth_limit) {
+        throw std::invalid_argument("n_max must be in 1.." + std::to_string(depth_limit) + " for spec_type '" +
+                                    spec_types_name(types) + "', got " + std::to_string(config.n_max));
+    }
+    if (config.n_ctx < config.n_max + 8) {
+        throw std::invalid_argument("n_ctx must be at least n_max + 8, got " + std::to_string(config.n_ctx));
+    }
+    if (config.ngram_size_n < 1 || config.ngram_size_n > 64) {
+        throw std::invalid_argument("ngram_size_n must be in 1..64");
+    }
+    n_max_ = config.n_max;
+
+    // every sequence gets n_ctx cells of its own (llama.cpp's non-unified cache: one stream per sequence)
+    base_.model.path = target_->path();
+    base_.n_ctx = config.n_ctx * n_seq;
+    base_.n_parallel = n_seq;
+    base_.kv_unified = false;
+    // a prompt chunk of one sequence, or the verification batch of all of them, in one call
+    base_.n_batch = std::max(config.n_ctx, n_seq * (config.n_max + 1));
+    base_.n_ubatch = std::min(512, config.n_ctx);  // as the single-sequence Engine, so prompts split alike
+    const int32_t n_threads = config.n_threads > 0 ? config.n_threads : common_cpu_get_num_math();
+    base_.cpuparams.n_threads = n_threads;
+    base_.cpuparams_batch.n_threads = n_threads;
+    base_.speculative = make_speculative_params(types, config.n_max, config.ngram_size_n, draft_.get());
+    base_.speculative.draft.cpuparams.n_threads = n_threads;
+    base_.speculative.draft.cpuparams_batch.n_threads = n_threads;
+    const auto limits = common_speculative_get_output_limits(base_.n_batch, n_seq, speculative ? config.n_max : 0);
+    base_.n_outputs_max = limits.total;
+    base_.n_outputs_max_per_seq = limits.per_seq;
+
+    ensure_cache_fits(*target_, config.n_ctx, n_seq, base_.n_ubatch, (uint32_t) config.n_max + 1, draft_.get());
+
+    const RollbackPolicy rollback = RollbackPolicy::parse(config.rollback);
+    ctx_tgt_ = std::make_unique<Context>(target_, common_context_params_to_llama(base_), (uint32_t) config.n_max + 1,
+                                         "target", rollback);
+    n_ctx_ = std::min<int32_t>(config.n_ctx, (int32_t) ctx_tgt_->n_ctx_per_seq());
+    drafter_ = std::make_unique<Drafter>(base_, target_, *ctx_tgt_, draft_, rollback);
+    batch_ = common_batch(ctx_tgt_->get());
+    slots_.resize(n_seq);
+    for (llama_token t = 0; t < target_->n_vocab(); ++t) {
+        if (target_->is_eog(t)) {
+            eog_tokens_.push_back(t);
+        }
+    }
+}
+
+int64_t BatchEngine::submit(const BatchRequest & request) {
+    validate(request.sampling);
+    if (request.prompt.empty()) {
+        throw std::invalid_argument("the prompt is empty (no tokens)");
+    }
+    if ((int32_t) request.prompt.size() >= n_ctx_) {
+        throw std::invalid_argument("the prompt has " + std::to_string(request.prompt.size()) +
+                                    " tokens, which does not fit the context of " + std::to_string(n_ctx_) +
+                                    " tokens per sequence (leave room for at least one generated token)");
+    }
+    for (llama_token t : request.prompt) {
+        if (t < 0 || t >= target_->n_vocab()) {
+            throw std::invalid_argument("prompt token " + std::to_string(t) + " is outside the vocabulary");
+        }
+    }
+    if (request.max_tokens < 1) {
+        throw std::invalid_argument("max_tokens must be >= 1, got " + std::to_string(request.max_tokens));
+    }
+    auto free_slot = std::find_if(slots_.begin(), slots_.end(), [](const Slot & s) { return s.request < 0; });
+    if (free_slot == slots_.end()) {
+        throw std::runtime_error("all " + std::to_string(n_seq()) + " sequences are busy: wait for one to finish");
+    }
+    Slot & slot = *free_slot;
+    slot = Slot{};
+    slot.request = next_request_++;
+    slot.needs_prefill = true;
+    slot.params = request;
+    slot.sampler = request.sampling.greedy() ? nullptr : std::make_unique<FusedSampler>(request.sampling);
+    slot.rng.seed(request.sampling.seed);
+    return slot.request;
+}
+
+int32_t BatchEngine::n_active() const {
+    return (int32_t) std::count_if(slots_.begin(), slots_.end(), [](const Slot & s) { return s.request >= 0; });
+}
+
+BatchEngine::Slot * BatchEngine::find(int64_t request) {
+    for (Slot & slot : slots_) {
+        if (slot.request == request && request >= 0) {
+            return &slot;
+        }
+    }
+    return nullptr;
+}
+
+const BatchEngine::RequestStats & BatchEngine::stats(int64_t request) const {
+    for (const Slot & slot : slots_) {
+        if (slot.request == request && request >= 0) {
+            return slot.stats;
+        }
+    }
+    const auto it = finished_.find(request);
+    if (it == finished_.end()) {
+        throw std::out_of_range("unknown or released request " + std::to_string(request));
+    }
+    return it->second;
+}
+
+void BatchEngine::release(int64_t request) { finished_.erase(request); }
+
+void BatchEngine::prefill(llama_seq_id seq, Slot & slot) {
+    const int64_t t0 = ggml_time_us();
+    const auto & prompt = slot.params.prompt;
+    slot.history.assign(prompt.begin(), prompt.end() - 1);
+    slot.history.reserve(n_ctx_);
+    slot.id_last = prompt.back();
+    slot.n_past = (llama_pos) slot.history.size();
+    ctx_tgt_->trim(seq, 0);
+    drafter_->begin_sequence(seq, slot.history);
+    const size_t n_batch = llama_n_batch(ctx_tgt_->get());
+    for (size_t begin = 0; begin < slot.history.size(); begin += n_batch) {
+        const size_t end = std::min(slot.history.size(), begin + n_batch);
+        batch_.clear();
+        for (size_t i = begin; i < end; ++i) {
+            batch_.add(slot.history[i], (llama_pos) i, seq, false);
+        }
+        ctx_tgt_->decode(batch_, "a prompt");
+        drafter_->process(batch_);
+    }
+    slot.needs_prefill = false;
+    slot.stats.prefill_tokens = (int32_t) slot.history.size();
+    slot.stats.prefill_seconds = (ggml_time_us() - t0) * 1e-6;
+}
+
+void BatchEngine::finish(llama_seq_id seq, Slot & slot, StopReason reason) {
+    slot.stats.stop_reason = reason;
+    finished_[slot.request] = std::move(slot.stats);
+    slot.request = -1;
+    // the sequence's cells (and recurrent state) are free for the next request
+    ctx_tgt_->trim(seq, 0);
+    drafter_->end_sequence(seq);
+    slot.history = llama_tokens();
+    slot.draft.clear();
+}
+
+bool BatchEngine::cancel(int64_t request) {
+    Slot * slot = find(request);
+    if (slot == nullptr) {
+        return false;
+    }
+    finish((llama_seq_id) (slot - slots_.data()), *slot, StopReason::Cancelled);
+    return true;
+}
+
+int32_t BatchEngine::verify(Slot & slot, std::vector<llama_token> & out) {
+    const int32_t n_vocab = target_->n_vocab();
+    const size_t n_draft = slot.draft.size();
+    int32_t n_accepted = 0;
+    out.clear();
+    for (size_t i = 0; i <= n_draft; ++i) {
+        const int32_t batch_index = slot.i_batch + (int32_t) i;
+        float * logits = llama_get_logits_ith(ctx_tgt_->get(), batch_index);
+        if (logits == nullptr) {
+            throw std::runtime_error("the target produced no logits at batch index " + std::to_string(batch_index));
+        }
+        if (slot.params.ignore_eos) {
+            for (llama_token t : eog_tokens_) {
+                logits[t] = -INFINITY;
+            }
+        }
+        llama_token choice;
+        bool accepted;
+        if (!slot.sampler) {
+            choice = (llama_token) (std::max_element(logits, logits + n_vocab) - logits);
+            accepted = i < n_draft && choice == slot.draft[i];
+        } else {
+            slot.sampler->truncate(logits, n_vocab, dist_);
+            if (i < n_draft) {
+                choice = accept_or_resample(dist_, slot.draft[i], slot.rng, accepted);
+            } else {
+                choice = dist_.draw(uniform01(slot.rng));
+                accepted = false;
+            }
+        }
+        if (debug_accept_all_ && i < n_draft) {
+            choice = slot.draft[i];
+            accepted = true;
+        }
+        out.push_back(choice);
+        if (!accepted) {
+            break;
+        }
+        ++n_accepted;
+    }
+    return n_accepted;
+}
+
+std::vector<BatchEvent> BatchEngine::step() {
+    std::vector<BatchEvent> events;
+    // 1. admit: decode the prompts of new requests
+    for (size_t seq = 0; seq < slots_.size(); ++seq) {
+        Slot & slot = slots_[seq];
+        if (slot.request >= 0 && slot.needs_prefill) {
+            prefill((llama_seq_id) seq, slot);
+        }
+    }
+
+    // 2. draft for every sequence with room left, all at once
+    const int64_t t_draft = ggml_time_us();
+    std::vector<llama_seq_id> running;
+    for (size_t seq = 0; seq < slots_.size(); ++seq) {
+        Slot & slot = slots_[seq];
+        if (slot.request < 0) {
+            continue;
+        }
+        const int32_t room = n_ctx_ - slot.n_past;  // id_last goes to n_past, each draft token one further
+        if (room <= 0) {
+            BatchEvent event;
+            event.request = slot.request;
+            event.finished = true;
+            event.stop_reason = StopReason::ContextFull;
+            events.push_back(std::move(event));
+            finish((llama_seq_id) seq, slot, StopReason::ContextFull);
+            continue;
+        }
+        const int32_t budget = slot.params.max_tokens - slot.n_generated;
+        // never draft past the token budget: a round yields at most n_draft + 1 tokens
+        const int32_t n_draft_max = std::max(0, std::min({n_max_, room - 1, budget - 1}));
+        drafter_->request_draft((llama_seq_id) seq, slot.n_past, slot.id_last, slot.history, n_draft_max, slot.draft,
+                                slot.confidence);
+        running.push_back((llama_seq_id) seq);
+    }
+    if (running.empty()) {
+        return events;
+    }
+    drafter_->draft_requested();
+    const double draft_s = (ggml_time_us() - t_draft) * 1e-6;
+
+    // 3. verify: every sequence's last token and draft in one target decode
+    const int64_t t_verify = ggml_time_us();
+    batch_.clear();
+    for (llama_seq_id seq : running) {
+        Slot & slot = slots_[seq];
+        slot.i_batch = batch_.size();
+        batch_.add(slot.id_last, slot.n_past, seq, true);
+        for (size_t i = 0; i < slot.draft.size(); ++i) {
+            batch_.add(slot.draft[i], slot.n_past + 1 + (llama_pos) i, seq, true);
+        }
+        if (!slot.draft.empty()) {  // without drafts nothing is ever taken back
+            ctx_tgt_->prepare_rollback(seq, 1 + (int32_t) slot.draft.size(), true);
+        }
+    }
+    ctx_tgt_->decode(batch_, "the verification batch");
+    drafter_->process(batch_);
+
+    // 4. accept per sequence (all before any rollback: a checkpoint restore decodes again and
+    // overwrites the batch's logits), 5. roll back each rejected tail
+    std::vector<std::vector<llama_token>> accepted(running.size());
+    std::vector<int32_t> n_accepted(running.size());
+    for (size_t r = 0; r < running.size(); ++r) {
+        n_accepted[r] = verify(slots_[running[r]], accepted[r]);
+    }
+    for (size_t r = 0; r < running.size(); ++r) {
+        const llama_seq_id seq = running[r];
+        Slot & slot = slots_[seq];
+        slot.history.push_back(slot.id_last);
+        slot.history.insert(slot.history.end(), accepted[r].begin(), accepted[r].end() - 1);
+        slot.n_past += 1 + n_accepted[r];
+        ctx_tgt_->trim(seq, slot.n_past);
+        drafter_->accept(seq, n_accepted[r], slot.n_past);
+        slot.id_last = accepted[r].back();
+    }
+    const double verify_s = (ggml_time_us() - t_verify) * 1e-6;
+
+    // 6. emit, and stop the sequences that are done
+    for (size_t r = 0; r < running.size(); ++r) {
+        const llama_seq_id seq = running[r];
+        Slot & slot = slots_[seq];
+        BatchEvent event;
+        event.request = slot.request;
+        event.drafted = (int32_t) slot.draft.size();
+        event.accepted = n_accepted[r];
+        bool hit_eog = false;
+        for (llama_token t : accepted[r]) {
+            event.tokens.push_back(t);
+            if (!slot.params.ignore_eos && target_->is_eog(t)) {
+                hit_eog = true;
+                break;
+            }
+        }
+        slot.n_generated += (int32_t) event.tokens.size();
+        slot.stats.rounds.add(slot.confidence, event.drafted, event.accepted, (int32_t) event.tokens.size(), draft_s,
+                              verify_s);
+        if (hit_eog || slot.n_generated >= slot.params.max_tokens) {
+            event.finished = true;
+            event.stop_reason = hit_eog ? StopReason::EndOfGeneration : StopReason::MaxTokens;
+            finish(seq, slot, event.stop_reason);
+        }
+        events.push_back(std::move(event));
+    }
+    return events;
+}
+
+}  // namespace llamaspec

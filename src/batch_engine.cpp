@@ -21,39 +21,8 @@ BatchEngine::BatchEngine(ModelPtr target, ModelPtr draft, const EngineConfig & c
                                     "chooses one depth per round for one sequence), got '" + config.schedule + "'");
     }
     const std::vector<common_speculative_type> types = resolve_spec_types(config.spec_type, *target_, draft_.get());
-    const bool speculative = types.size() > 1 || types[0] != COMMON_SPECULATIVE_TYPE_NONE;
-    const int32_t depth_limit = max_draft_depth(types, draft_.get());
-    if (config.n_max < 1 || config.n_max > depth_limit) {
-        throw std::invalid_argument("n_max must be in 1.." + std::to_string(depth_limit) + " for spec_type '" +
-                                    spec_types_name(types) + "', got " + std::to_string(config.n_max));
-    }
-    if (config.n_ctx < config.n_max + 8) {
-        throw std::invalid_argument("n_ctx must be at least n_max + 8, got " + std::to_string(config.n_ctx));
-    }
-    if (config.ngram_size_n < 1 || config.ngram_size_n > 64) {
-        throw std::invalid_argument("ngram_size_n must be in 1..64");
-    }
+    base_ = target_params(*target_, draft_.get(), config, types, n_seq);
     n_max_ = config.n_max;
-
-    // every sequence gets n_ctx cells of its own (llama.cpp's non-unified cache: one stream per sequence)
-    base_.model.path = target_->path();
-    base_.n_ctx = config.n_ctx * n_seq;
-    base_.n_parallel = n_seq;
-    base_.kv_unified = false;
-    // a prompt chunk of one sequence, or the verification batch of all of them, in one call
-    base_.n_batch = std::max(config.n_ctx, n_seq * (config.n_max + 1));
-    base_.n_ubatch = std::min(512, config.n_ctx);  // as the single-sequence Engine, so prompts split alike
-    const int32_t n_threads = config.n_threads > 0 ? config.n_threads : common_cpu_get_num_math();
-    base_.cpuparams.n_threads = n_threads;
-    base_.cpuparams_batch.n_threads = n_threads;
-    base_.speculative = make_speculative_params(types, config.n_max, config.ngram_size_n, draft_.get());
-    base_.speculative.draft.cpuparams.n_threads = n_threads;
-    base_.speculative.draft.cpuparams_batch.n_threads = n_threads;
-    const auto limits = common_speculative_get_output_limits(base_.n_batch, n_seq, speculative ? config.n_max : 0);
-    base_.n_outputs_max = limits.total;
-    base_.n_outputs_max_per_seq = limits.per_seq;
-
-    ensure_cache_fits(*target_, config.n_ctx, n_seq, base_.n_ubatch, (uint32_t) config.n_max + 1, draft_.get());
 
     const RollbackPolicy rollback = RollbackPolicy::parse(config.rollback);
     ctx_tgt_ = std::make_unique<Context>(target_, common_context_params_to_llama(base_), (uint32_t) config.n_max + 1,
@@ -62,11 +31,7 @@ BatchEngine::BatchEngine(ModelPtr target, ModelPtr draft, const EngineConfig & c
     drafter_ = std::make_unique<Drafter>(base_, target_, *ctx_tgt_, draft_, rollback);
     batch_ = common_batch(ctx_tgt_->get());
     slots_.resize(n_seq);
-    for (llama_token t = 0; t < target_->n_vocab(); ++t) {
-        if (target_->is_eog(t)) {
-            eog_tokens_.push_back(t);
-        }
-    }
+    eog_tokens_ = end_of_generation_tokens(*target_);
 }
 
 int64_t BatchEngine::submit(const BatchRequest & request) {
@@ -192,7 +157,7 @@ int32_t BatchEngine::verify(Slot & slot, std::vector<llama_token> & out) {
         llama_token choice;
         bool accepted;
         if (!slot.sampler) {
-            choice = (llama_token) (std::max_element(logits, logits + n_vocab) - logits);
+            choice = greedy_token(logits, n_vocab);
             accepted = i < n_draft && choice == slot.draft[i];
         } else {
             slot.sampler->truncate(logits, n_vocab, dist_);
@@ -218,7 +183,13 @@ int32_t BatchEngine::verify(Slot & slot, std::vector<llama_token> & out) {
 
 std::vector<BatchEvent> BatchEngine::step() {
     std::vector<BatchEvent> events;
-    // 1. admit: decode the prompts of new requests
+    // 1. admit: decode the prompts of new requests. Requests that start on an idle batch get a fresh
+    // drafter, as a Generator's generate() does (n-gram pools are shared only by overlapping requests).
+    const bool idle = std::none_of(slots_.begin(), slots_.end(),
+                                   [](const Slot & s) { return s.request >= 0 && !s.needs_prefill; });
+    if (idle) {
+        drafter_->reset_state();
+    }
     for (size_t seq = 0; seq < slots_.size(); ++seq) {
         Slot & slot = slots_[seq];
         if (slot.request >= 0 && slot.needs_prefill) {

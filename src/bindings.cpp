@@ -28,6 +28,18 @@ namespace nb = nanobind;
 using namespace nb::literals;
 using namespace llamaspec;
 
+nb::dict round_log_dict(const RoundLog & log) {
+    nb::dict d;
+    d["proposed"] = log.proposed;
+    d["drafted"] = log.drafted;
+    d["confidence"] = log.confidence;
+    d["accepted"] = log.accepted;
+    d["emitted"] = log.emitted;
+    d["draft_seconds"] = log.draft_seconds;
+    d["verify_seconds"] = log.verify_seconds;
+    return d;
+}
+
 nb::dict memory_info(const Context & target, const Drafter & drafter) {
     auto describe = [](const Context & c) {
         nb::dict d;
@@ -96,19 +108,9 @@ public:
 
     template <typename F>
     auto with_engine(F && f) {
-        if (!engine_) {
-            throw std::runtime_error("this Generator is closed");
-        }
-        bool expected = false;
-        if (!busy_.compare_exchange_strong(expected, true)) {
-            throw std::runtime_error("this Generator is already in use by another thread; "
-                                     "create one Generator per thread");
-        }
-        struct release {
-            std::atomic<bool> & flag;
-            ~release() { flag = false; }
-        } guard{busy_};
-        return f(*engine_);
+        return run_exclusive(busy_, engine_.get(), "this Generator is closed",
+                             "this Generator is already in use by another thread; create one Generator per thread",
+                             std::forward<F>(f));
     }
 
     void close() {
@@ -138,7 +140,6 @@ Support support_of(const TruncatedDist & dist) {
     return out;
 }
 
-llama_token argmax(const float * logits, int32_t n) { return (llama_token) (std::max_element(logits, logits + n) - logits); }
 
 // llama.cpp's own chain with the same parameters: top_k -> top_p -> min_p -> temp -> dist
 llama_sampler_ptr llama_chain(const SamplingParams & p) {
@@ -197,9 +198,15 @@ NB_MODULE(_core, m) {
     nb::class_<Context>(m, "Context")
         .def(nb::new_([](ModelPtr model, int n_ctx, int n_seq, int n_batch, int n_threads,
                          const std::vector<int32_t> & capture_layers, const std::string & rollback,
-                         int max_rollback) {
+                         int max_rollback, const std::string & cache_type, const std::string & flash_attn) {
                  if (!model) {
                      throw std::invalid_argument("a model is required");
+                 }
+                 if (cache_type != "f16" && cache_type != "f32") {
+                     throw std::invalid_argument("cache_type must be 'f16' or 'f32', got '" + cache_type + "'");
+                 }
+                 if (flash_attn != "auto" && flash_attn != "on" && flash_attn != "off") {
+                     throw std::invalid_argument("flash_attn must be 'auto', 'on' or 'off', got '" + flash_attn + "'");
                  }
                  if (n_ctx < 8 || n_seq < 1 || n_seq > 256 || n_batch < 1) {
                      throw std::invalid_argument("need n_ctx >= 8, 1 <= n_seq <= 256 and n_batch >= 1");
@@ -213,6 +220,11 @@ NB_MODULE(_core, m) {
                  const int threads = n_threads > 0 ? n_threads : common_cpu_get_num_math();
                  params.n_threads = params.n_threads_batch = threads;
                  params.no_perf = true;
+                 params.type_k = params.type_v = cache_type == "f32" ? GGML_TYPE_F32 : GGML_TYPE_F16;
+                 // llama.cpp's CPU flash attention computes in f16 whatever the cache type
+                 params.flash_attn_type = flash_attn == "on"    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                                          : flash_attn == "off" ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                                                : LLAMA_FLASH_ATTN_TYPE_AUTO;
                  ensure_cache_fits(*model, n_ctx, n_seq, (int32_t) params.n_ubatch, (uint32_t) max_rollback);
                  nb::gil_scoped_release release;
                  auto ctx = std::make_shared<Context>(model, params, (uint32_t) max_rollback, "context",
@@ -220,7 +232,8 @@ NB_MODULE(_core, m) {
                  ctx->capture_layers(capture_layers);
                  return ctx;
              }), "model"_a, "n_ctx"_a = 4096, "n_seq"_a = 1, "n_batch"_a = 512, "n_threads"_a = 0,
-             "capture_layers"_a = std::vector<int32_t>(), "rollback"_a = "auto", "max_rollback"_a = 16)
+             "capture_layers"_a = std::vector<int32_t>(), "rollback"_a = "auto", "max_rollback"_a = 16,
+             "cache_type"_a = "f16", "flash_attn"_a = "auto")
         .def_prop_ro("n_ctx", &Context::n_ctx_per_seq)
         .def_prop_ro("n_seq", [](const Context & c) { return (int) llama_n_seq_max(c.get()); })
         .def_prop_ro("rollback", [](const Context & c) { return std::string(rollback_mode_name(c.rollback_mode())); })
@@ -233,6 +246,20 @@ NB_MODULE(_core, m) {
             nb::gil_scoped_release release;
             return c.decode_tokens(tokens, pos, seq, outputs);
         }, "tokens"_a, "pos"_a = -1, "seq"_a = 0, "outputs"_a = "all")
+        .def("decode_embeddings", [](Context & c, nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> rows,
+                                     int pos, int seq, const std::string & outputs) {
+            const int32_t n_rows = (int32_t) rows.shape(0), width = (int32_t) rows.shape(1);
+            nb::gil_scoped_release release;
+            return c.decode_embeddings(rows.data(), n_rows, width, pos, seq, outputs);
+        }, "rows"_a, "pos"_a = -1, "seq"_a = 0, "outputs"_a = "none")
+        .def_prop_ro("n_embd_input", [](const Context & c) { return c.model().n_embd_input(); })
+        .def("confidence", [](const Context & c) {
+            std::vector<float> out;
+            for (int32_t i = 0; i < c.n_outputs(); ++i) {
+                out.push_back(c.confidence(i));
+            }
+            return out;
+        }, "A DSpark head's confidence at every output row of the latest decode.")
         .def("_logits_into", [](const Context & c, nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> out) {
             const size_t n_vocab = (size_t) c.model().n_vocab();
             if ((int64_t) out.shape(0) != c.n_outputs() || out.shape(1) != n_vocab) {
@@ -340,7 +367,7 @@ NB_MODULE(_core, m) {
         .def("distribution", [](SamplerHandle & h, LogitRow logits) {
             const int32_t n = (int32_t) logits.shape(0);
             if (!h.sampler) {
-                return Support{{argmax(logits.data(), n)}, {1.0f}};
+                return Support{{greedy_token(logits.data(), n)}, {1.0f}};
             }
             h.sampler->truncate(logits.data(), n, h.dist);
             return support_of(h.dist);
@@ -348,7 +375,7 @@ NB_MODULE(_core, m) {
         .def("sample", [](SamplerHandle & h, LogitRow logits) {
             const int32_t n = (int32_t) logits.shape(0);
             if (!h.sampler) {
-                return argmax(logits.data(), n);
+                return greedy_token(logits.data(), n);
             }
             h.sampler->truncate(logits.data(), n, h.dist);
             return h.dist.draw(uniform01(h.rng));
@@ -380,24 +407,26 @@ NB_MODULE(_core, m) {
         TruncatedDist dist;
         std::mt19937_64 rng(1);
         size_t sink = 0;
-        const int64_t t0 = ggml_time_us();
-        for (int k = 0; k < repeats; ++k) {
+        llama_sampler_ptr chain = llama_chain(params);
+        std::vector<llama_token_data> buf;
+        llama_token_data_array arr;
+        int64_t fused_us = 0, llama_us = 0;
+        for (int k = 0; k < repeats; ++k) {  // interleaved: fused, llama.cpp, fused, ...
+            const int64_t t0 = ggml_time_us();
             for (size_t r = 0; r < logits.shape(0); ++r) {
                 sampler.truncate(logits.data() + r * n_vocab, n_vocab, dist);
                 sink += dist.draw(uniform01(rng));
             }
-        }
-        const int64_t t1 = ggml_time_us();
-        llama_sampler_ptr chain = llama_chain(params);
-        std::vector<llama_token_data> buf;
-        llama_token_data_array arr;
-        for (int k = 0; k < repeats; ++k) {
+            const int64_t t1 = ggml_time_us();
             for (size_t r = 0; r < logits.shape(0); ++r) {
                 apply_chain(chain.get(), logits.data() + r * n_vocab, n_vocab, buf, arr);
                 sink += arr.selected;
             }
+            const int64_t t2 = ggml_time_us();
+            fused_us += t1 - t0;
+            llama_us += t2 - t1;
         }
-        const int64_t t2 = ggml_time_us();
+        const int64_t t0 = 0, t1 = fused_us, t2 = fused_us + llama_us;
         (void) sink;
         return std::make_pair((t1 - t0) * 1e-6, (t2 - t1) * 1e-6);
     }, "logits"_a, "temperature"_a, "top_k"_a = 0, "top_p"_a = 1.0f, "min_p"_a = 0.0f, "repeats"_a = 1,
@@ -568,18 +597,7 @@ NB_MODULE(_core, m) {
             return h.with_engine([](Engine & e) { return e.prefill_tokens(); });
         }, "Prompt tokens the last start() decoded (the rest came from the cache: prefix reuse).")
         .def("round_log", [](EngineHandle & h) {
-            return h.with_engine([](Engine & e) {
-                const RoundLog & log = e.rounds();
-                nb::dict d;
-                d["proposed"] = log.proposed;
-                d["drafted"] = log.drafted;
-                d["confidence"] = log.confidence;
-                d["accepted"] = log.accepted;
-                d["emitted"] = log.emitted;
-                d["draft_seconds"] = log.draft_seconds;
-                d["verify_seconds"] = log.verify_seconds;
-                return d;
-            });
+            return h.with_engine([](Engine & e) { return round_log_dict(e.rounds()); });
         }, "Per-round statistics of the current generation (lists, converted to numpy by the Python layer).")
         .def("cancel", &EngineHandle::cancel,
              "Stop the running generation after its current round (any thread; stop reason 'cancelled').")

@@ -27,18 +27,8 @@ public:
 
     template <typename F>
     auto with_engine(F && f) {
-        if (!engine_) {
-            throw std::runtime_error("this batch is closed");
-        }
-        bool expected = false;
-        if (!busy_.compare_exchange_strong(expected, true)) {
-            throw std::runtime_error("this BatchEngine is already in use by another thread");
-        }
-        struct release {
-            std::atomic<bool> & flag;
-            ~release() { flag = false; }
-        } guard{busy_};
-        return f(*engine_);
+        return run_exclusive(busy_, engine_.get(), "this batch is closed",
+                             "this BatchEngine is already in use by another thread", std::forward<F>(f));
     }
 
     void close() {
@@ -51,18 +41,6 @@ private:
     std::unique_ptr<BatchEngine> engine_;
     std::atomic<bool> busy_{false};
 };
-
-nb::dict round_log_dict(const RoundLog & log) {
-    nb::dict d;
-    d["proposed"] = log.proposed;
-    d["drafted"] = log.drafted;
-    d["confidence"] = log.confidence;
-    d["accepted"] = log.accepted;
-    d["emitted"] = log.emitted;
-    d["draft_seconds"] = log.draft_seconds;
-    d["verify_seconds"] = log.verify_seconds;
-    return d;
-}
 
 }  // namespace
 

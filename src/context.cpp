@@ -37,6 +37,12 @@ Context::Context(ModelPtr model, llama_context_params params, uint32_t max_rollb
     // llama.cpp keeps the snapshots only where the architecture supports them (else it clamps to 0)
     params.n_rs_seq = recurrent && !policy.force_checkpoint ? max_rollback : 0;
     n_ctx_per_seq_ = params.n_ctx / std::max<uint32_t>(1, params.n_seq_max);
+    if (model_->is_dflash_head() && params.ctx_other == nullptr &&
+        (model_->tensor_dim("token_embd.weight", 0) < 0 || model_->tensor_dim("output.weight", 0) < 0)) {
+        // without its own embeddings and output the head's graph reads the target's (ctx_other)
+        throw std::invalid_argument("'" + model_->path() + "' borrows the target's token embeddings / output: it "
+                                    "runs inside a Generator or Batch, not in a Context of its own");
+    }
     ctx_.reset(llama_init_from_model(m, params));
     if (!ctx_) {
         throw std::runtime_error("could not create the " + role_ + " context for '" + model_->path() + "' (n_ctx " +
@@ -45,6 +51,12 @@ Context::Context(ModelPtr model, llama_context_params params, uint32_t max_rollb
     n_rs_seq_ = recurrent ? llama_n_rs_seq(ctx_.get()) : 0;
     mode_ = !recurrent ? RollbackMode::Remove : n_rs_seq_ > 0 ? RollbackMode::Snapshots : RollbackMode::Checkpoint;
     checkpoints_.resize(std::max<uint32_t>(1, llama_n_seq_max(ctx_.get())));
+    if (model_->is_dflash_head()) {
+        // as llama.cpp's DFlash/DSpark drafter sets its context up: the block attends both ways unless
+        // the head says otherwise, and the confidence head's outputs are kept (embeddings "nextn")
+        llama_set_causal_attn(ctx_.get(), model_->meta("dflash.attention.causal", "false") == "true");
+        llama_set_embeddings_nextn(ctx_.get(), true, true);
+    }
     replay_batch_ = common_batch(ctx_.get());
     user_batch_ = common_batch(ctx_.get());
 }
@@ -223,22 +235,14 @@ void Context::capture_layers(const std::vector<int32_t> & layers) {
     }
 }
 
-int32_t Context::decode_tokens(const std::vector<llama_token> & tokens, llama_pos pos0, llama_seq_id seq,
-                               const std::string & outputs) {
-    if (tokens.empty()) {
-        throw std::invalid_argument("no tokens to decode");
+llama_pos Context::check_user_decode(int32_t n, llama_pos pos0, llama_seq_id seq, const std::string & outputs) {
+    if (n <= 0) {
+        throw std::invalid_argument("nothing to decode");
     }
     if (outputs != "all" && outputs != "last" && outputs != "none") {
         throw std::invalid_argument("outputs must be 'all', 'last' or 'none', got '" + outputs + "'");
     }
     checkpoint_of(seq);  // range check of seq
-    const int32_t n_vocab = model_->n_vocab();
-    for (llama_token t : tokens) {
-        if (t < 0 || t >= n_vocab) {
-            throw std::invalid_argument("token " + std::to_string(t) + " is outside the vocabulary (0.." +
-                                        std::to_string(n_vocab - 1) + ")");
-        }
-    }
     const llama_pos next = n_pos(seq);
     if (pos0 < 0) {
         pos0 = next;
@@ -247,31 +251,67 @@ int32_t Context::decode_tokens(const std::vector<llama_token> & tokens, llama_po
                                     std::to_string(next - 1) + ": the next tokens go at position " +
                                     std::to_string(next) + ", not " + std::to_string(pos0) + " (trim() first)");
     }
-    if ((int64_t) pos0 + (int64_t) tokens.size() > (int64_t) n_ctx_per_seq_) {
+    if ((int64_t) pos0 + n > (int64_t) n_ctx_per_seq_) {
         throw std::invalid_argument("sequence " + std::to_string(seq) + " would reach position " +
-                                    std::to_string(pos0 + (llama_pos) tokens.size() - 1) +
-                                    ", past the context of " + std::to_string(n_ctx_per_seq_) +
-                                    " tokens per sequence");
+                                    std::to_string(pos0 + n - 1) + ", past the context of " +
+                                    std::to_string(n_ctx_per_seq_) + " tokens per sequence");
     }
     const size_t n_batch = llama_n_batch(ctx_.get());
-    if (tokens.size() > n_batch) {
-        throw std::invalid_argument(std::to_string(tokens.size()) + " tokens exceed this context's batch of " +
+    if ((size_t) n > n_batch) {
+        throw std::invalid_argument(std::to_string(n) + " tokens exceed this context's batch of " +
                                     std::to_string(n_batch) + " (decode them in parts)");
     }
-    user_batch_.clear();
+    return pos0;
+}
+
+int32_t Context::finish_user_decode(const char * what) {
     output_index_.clear();
     n_outputs_ = n_decoded_ = 0;
+    const int32_t n = user_batch_.size();
+    for (int32_t i = 0; i < n; ++i) {
+        if (user_batch_.tokens[i].output) {
+            output_index_.push_back(i);
+        }
+    }
+    decode(user_batch_, what);
+    n_decoded_ = n;
+    n_outputs_ = (int32_t) output_index_.size();
+    return n_outputs_;
+}
+
+int32_t Context::decode_tokens(const std::vector<llama_token> & tokens, llama_pos pos0, llama_seq_id seq,
+                               const std::string & outputs) {
+    pos0 = check_user_decode((int32_t) tokens.size(), pos0, seq, outputs);
+    const int32_t n_vocab = model_->n_vocab();
+    for (llama_token t : tokens) {
+        if (t < 0 || t >= n_vocab) {
+            throw std::invalid_argument("token " + std::to_string(t) + " is outside the vocabulary (0.." +
+                                        std::to_string(n_vocab - 1) + ")");
+        }
+    }
+    user_batch_.clear();
     for (size_t i = 0; i < tokens.size(); ++i) {
         const bool out = outputs == "all" || (outputs == "last" && i + 1 == tokens.size());
         user_batch_.add(tokens[i], pos0 + (llama_pos) i, seq, out);
-        if (out) {
-            output_index_.push_back((int32_t) i);
-        }
     }
-    decode(user_batch_, "the tokens");
-    n_decoded_ = (int32_t) tokens.size();
-    n_outputs_ = (int32_t) output_index_.size();
-    return n_outputs_;
+    return finish_user_decode("the tokens");
+}
+
+int32_t Context::decode_embeddings(const float * rows, int32_t n_rows, int32_t width, llama_pos pos0,
+                                   llama_seq_id seq, const std::string & outputs) {
+    pos0 = check_user_decode(n_rows, pos0, seq, outputs);
+    const int32_t expected = model_->n_embd_input();
+    if (width != expected) {
+        throw std::invalid_argument("embedding rows of '" + model_->path() + "' have " + std::to_string(expected) +
+                                    " values, got " + std::to_string(width));
+    }
+    user_batch_.clear();
+    for (int32_t i = 0; i < n_rows; ++i) {
+        const bool out = outputs == "all" || (outputs == "last" && i + 1 == n_rows);
+        const llama_pos pos[4] = {pos0 + i, pos0 + i, pos0 + i, 0};
+        user_batch_.add_embd({rows + (size_t) i * width, 1, (size_t) width}, pos, seq, out);
+    }
+    return finish_user_decode("the embedding rows");
 }
 
 const float * Context::logits_row(int32_t i) const {
@@ -284,6 +324,18 @@ const float * Context::logits_row(int32_t i) const {
         throw std::runtime_error("llama.cpp returned no logits for output row " + std::to_string(i));
     }
     return row;
+}
+
+float Context::confidence(int32_t i) const {
+    if (!model_->is_dflash_head()) {
+        throw std::invalid_argument("'" + model_->path() + "' is not a DFlash/DSpark head: no confidence outputs");
+    }
+    logits_row(i);  // range check
+    const float * row = llama_get_embeddings_nextn_ith(ctx_.get(), output_index_[i]);
+    if (row == nullptr) {
+        throw std::runtime_error("llama.cpp returned no confidence for output row " + std::to_string(i));
+    }
+    return row[0];
 }
 
 const float * Context::layer_features(int32_t layer) const {

@@ -90,10 +90,16 @@ public:
     // could assert. Returns the number of output rows.
     int32_t decode_tokens(const std::vector<llama_token> & tokens, llama_pos pos0, llama_seq_id seq,
                           const std::string & outputs);
+    // The same with rows of input embeddings instead of token ids ([n_rows, width] floats, width =
+    // model().n_embd_input()): what a DFlash/DSpark head's context reads, the target's features.
+    int32_t decode_embeddings(const float * rows, int32_t n_rows, int32_t width, llama_pos pos0, llama_seq_id seq,
+                              const std::string & outputs);
     int32_t n_outputs() const { return n_outputs_; }
     int32_t n_decoded() const { return n_decoded_; }  // tokens of the latest decode_tokens()
     // row i of the latest outputs (n_vocab floats), owned by llama.cpp until the next decode
     const float * logits_row(int32_t i) const;
+    // A DSpark head's confidence (sigmoid of its confidence head) at output row i of the latest decode
+    float confidence(int32_t i) const;
     // [n_decoded, n_embd] input of `layer` for the latest decode_tokens(), owned by llama.cpp
     const float * layer_features(int32_t layer) const;
 
@@ -110,6 +116,10 @@ private:
         std::vector<std::pair<llama_token, llama_pos>> log;  // tokens decoded since, in order
     };
     Checkpoint & checkpoint_of(llama_seq_id seq);
+    // checks of a user decode of n entries into seq at pos0 (< 0: where it ends); returns pos0
+    llama_pos check_user_decode(int32_t n, llama_pos pos0, llama_seq_id seq, const std::string & outputs);
+    // decode user_batch_ and remember which entries have outputs
+    int32_t finish_user_decode(const char * what);
     void save_checkpoint(llama_seq_id seq);
     void restore_checkpoint(llama_seq_id seq, llama_pos n_past);
 

@@ -489,6 +489,14 @@ void Drafter::accept(llama_seq_id seq, int32_t n_accepted, llama_pos n_past) {
     }
 }
 
+void Drafter::reset_state() {
+    spec_.reset();
+    if (ctx_dft_) {
+        ctx_dft_->clear();
+    }
+    std::fill(dft_cache_has_tail_.begin(), dft_cache_has_tail_.end(), 0);
+}
+
 void Drafter::end_sequence(llama_seq_id seq) {
     if (ctx_dft_) {
         ctx_dft_->trim(seq, 0);

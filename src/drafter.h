@@ -98,6 +98,9 @@ public:
     void accept(llama_seq_id seq, int32_t n_accepted, llama_pos n_past);
     // Sequence `seq` is done: free its draft cache.
     void end_sequence(llama_seq_id seq);
+    // No sequence is running: forget everything llama.cpp's drafters learned (n-gram pools), so the
+    // next requests start as a fresh Generator's would (begin_sequence() makes a new state).
+    void reset_state();
 
 private:
     // feed the deferred target tokens to the draft model, in one batch per n_batch

@@ -26,15 +26,10 @@ double seconds_since(int64_t t0_us) { return (ggml_time_us() - t0_us) * 1e-6; }
 
 }  // namespace
 
-Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
-    : target_(std::move(target)), draft_(std::move(draft)) {
-    if (!target_) {
-        throw std::invalid_argument("a target model is required");
-    }
-    const std::vector<common_speculative_type> types = resolve_spec_types(config.spec_type, *target_, draft_.get());
+common_params target_params(const Model & target, const Model * draft, const EngineConfig & config,
+                            const std::vector<common_speculative_type> & types, int32_t n_seq) {
     const bool speculative = types.size() > 1 || types[0] != COMMON_SPECULATIVE_TYPE_NONE;
-
-    const int32_t depth_limit = max_draft_depth(types, draft_.get());
+    const int32_t depth_limit = max_draft_depth(types, draft);
     if (config.n_max < 1 || config.n_max > depth_limit) {
         throw std::invalid_argument("n_max must be in 1.." + std::to_string(depth_limit) + " for spec_type '" +
                                     spec_types_name(types) + "', got " + std::to_string(config.n_max));
@@ -45,25 +40,48 @@ Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
     if (config.ngram_size_n < 1 || config.ngram_size_n > 64) {
         throw std::invalid_argument("ngram_size_n must be in 1..64");
     }
-
-    base_.model.path = target_->path();
-    base_.n_ctx = config.n_ctx;
-    base_.n_batch = config.n_ctx;  // the whole prompt goes to the target in one call
-    base_.n_ubatch = std::min(512, config.n_ctx);
-    base_.n_parallel = 1;
+    common_params base;
+    base.model.path = target.path();
+    // every sequence gets n_ctx cells of its own (llama.cpp's non-unified cache: one stream per sequence)
+    base.n_ctx = config.n_ctx * n_seq;
+    base.n_parallel = n_seq;
+    base.kv_unified = false;
+    // a whole prompt (or prompt chunk) of one sequence, or the verification batch of all of them, in one call
+    base.n_batch = std::max(config.n_ctx, n_seq * (config.n_max + 1));
+    base.n_ubatch = std::min(512, config.n_ctx);
     const int32_t n_threads = config.n_threads > 0 ? config.n_threads : common_cpu_get_num_math();
-    base_.cpuparams.n_threads = n_threads;
-    base_.cpuparams_batch.n_threads = n_threads;
-    base_.speculative = make_speculative_params(types, config.n_max, config.ngram_size_n, draft_.get());
-    base_.speculative.draft.cpuparams.n_threads = n_threads;
-    base_.speculative.draft.cpuparams_batch.n_threads = n_threads;
+    base.cpuparams.n_threads = n_threads;
+    base.cpuparams_batch.n_threads = n_threads;
+    base.speculative = make_speculative_params(types, config.n_max, config.ngram_size_n, draft);
+    base.speculative.draft.cpuparams.n_threads = n_threads;
+    base.speculative.draft.cpuparams_batch.n_threads = n_threads;
+    // the verification batch outputs logits at id_last and every drafted position of every sequence
+    const auto limits = common_speculative_get_output_limits(base.n_batch, n_seq, speculative ? config.n_max : 0);
+    base.n_outputs_max = limits.total;
+    base.n_outputs_max_per_seq = limits.per_seq;
+    ensure_cache_fits(target, config.n_ctx, n_seq, base.n_ubatch, (uint32_t) config.n_max + 1, draft);
+    return base;
+}
 
-    // the verification batch outputs logits at id_last and every drafted position
-    const auto limits = common_speculative_get_output_limits(base_.n_batch, 1, speculative ? config.n_max : 0);
-    base_.n_outputs_max = limits.total;
-    base_.n_outputs_max_per_seq = limits.per_seq;
+std::vector<llama_token> end_of_generation_tokens(const Model & model) {
+    std::vector<llama_token> out;
+    for (llama_token t = 0; t < model.n_vocab(); ++t) {
+        if (model.is_eog(t)) {
+            out.push_back(t);
+        }
+    }
+    return out;
+}
 
-    ensure_cache_fits(*target_, config.n_ctx, 1, base_.n_ubatch, (uint32_t) config.n_max + 1, draft_.get());
+Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
+    : target_(std::move(target)), draft_(std::move(draft)) {
+    if (!target_) {
+        throw std::invalid_argument("a target model is required");
+    }
+    const std::vector<common_speculative_type> types = resolve_spec_types(config.spec_type, *target_, draft_.get());
+    const bool speculative = types.size() > 1 || types[0] != COMMON_SPECULATIVE_TYPE_NONE;
+
+    base_ = target_params(*target_, draft_.get(), config, types, 1);
 
     // a verification batch is id_last + up to n_max drafts, and all of it may be taken back (cost measurement)
     const RollbackPolicy rollback = RollbackPolicy::parse(config.rollback);
@@ -73,11 +91,7 @@ Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
     reuse_prefix_ = config.reuse_prefix;
     drafter_ = std::make_unique<Drafter>(base_, target_, *ctx_tgt_, draft_, rollback);
     batch_ = common_batch(ctx_tgt_->get());
-    for (llama_token t = 0; t < target_->n_vocab(); ++t) {
-        if (target_->is_eog(t)) {
-            eog_tokens_.push_back(t);
-        }
-    }
+    eog_tokens_ = end_of_generation_tokens(*target_);
 
     if (config.schedule == "confidence") {
         if (!speculative) {
@@ -265,7 +279,7 @@ int32_t Engine::verify(std::vector<llama_token> & out) {
         llama_token choice;
         bool accepted;
         if (!sampler_) {
-            choice = (llama_token) (std::max_element(logits, logits + n_vocab) - logits);
+            choice = greedy_token(logits, n_vocab);
             accepted = i < n_draft && choice == draft_tokens_[i];
         } else {
             sampler_->truncate(logits, n_vocab, dist_);

@@ -28,6 +28,15 @@ struct EngineConfig {
     bool reuse_prefix = true;        // keep the cached common prefix between generations
 };
 
+// llama.cpp's parameters for a target serving n_seq sequences of config.n_ctx tokens each with the
+// drafters `types`. Throws std::invalid_argument for an n_max beyond the drafter's depth, a too small
+// n_ctx or ngram_size_n out of range, and when the cache would not fit in memory (before allocating).
+common_params target_params(const Model & target, const Model * draft, const EngineConfig & config,
+                            const std::vector<common_speculative_type> & types, int32_t n_seq);
+
+// The target's end-of-generation tokens (masked to -inf with ignore_eos).
+std::vector<llama_token> end_of_generation_tokens(const Model & model);
+
 enum class StopReason { None, MaxTokens, EndOfGeneration, ContextFull, Cancelled };
 const char * stop_reason_name(StopReason reason);
 

@@ -104,6 +104,8 @@ int64_t Model::tensor_dim(const std::string & name, int dim) const {
     return value;
 }
 
+int32_t Model::n_embd_input() const { return (int32_t) model_->hparams.n_embd_inp_enc(); }
+
 uint64_t Model::cache_bytes(int64_t n_ctx, int32_t n_seq, int32_t n_ubatch, uint32_t n_rs_seq) const {
     const llama_hparams & hp = model_->hparams;
     uint64_t bytes = 0;

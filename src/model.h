@@ -49,6 +49,8 @@ public:
     int32_t n_vocab() const { return llama_vocab_n_tokens(vocab()); }
     int32_t n_layer() const { return llama_model_n_layer(model_.get()); }
     int32_t n_embd() const { return llama_model_n_embd(model_.get()); }
+    // width of one row of an embedding batch (a DFlash/DSpark head: its target features, T * n_embd)
+    int32_t n_embd_input() const;
     int32_t n_ctx_train() const { return llama_model_n_ctx_train(model_.get()); }
 
     // Bytes of cache one context of n_ctx tokens per sequence needs for this model: the attention

@@ -145,3 +145,39 @@ def test_sampler_matches_the_llama_chain_and_is_seeded():
     assert greedy.sample(logits) == int(np.argmax(logits))
     with pytest.raises(ValueError):
         s.sample(logits[None, :])
+
+
+def test_cuda_arrays_need_cupy_and_cpu_never_imports_it(target_model):
+    import sys
+
+    ctx = llamaspec.Context(target_model, n_ctx=64)
+    ctx.decode([5, 6, 7])
+    assert isinstance(ctx.logits(), np.ndarray)
+    assert "cupy" not in sys.modules  # CPU-only use never loads cupy
+    with pytest.raises(ValueError, match="device"):
+        ctx.logits(device="tpu")
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        with pytest.raises(ValueError, match="cupy"):
+            ctx.features(0, device="cuda") if ctx.capture_layers else ctx.logits(device="cuda")
+    else:  # a CUDA machine: the same values on the device
+        np.testing.assert_array_equal(ctx.logits(device="cuda").get(), ctx.logits())
+
+
+def test_head_context_input_checks(models, tmp_path):
+    """A DSpark head in a Context of its own: its feature rows are checked; confidence() needs a head."""
+    head_path = tmp_path / "head.gguf"
+    tiny_models.write_dspark(head_path, models["target"], own_embeddings=True)
+    head = llamaspec.Context(str(head_path), n_ctx=64)
+    with pytest.raises(ValueError, match="values"):
+        head.decode_features(np.zeros((3, 5), dtype=np.float32))
+    with pytest.raises(ValueError, match="shape"):
+        head.decode_features(np.zeros(5, dtype=np.float32))
+    target = llamaspec.Context(models["target"], n_ctx=64)
+    target.decode([1, 2, 3])
+    with pytest.raises(ValueError, match="not a DFlash/DSpark head"):
+        target.confidence()
+    # a head that borrows the target's embeddings cannot run alone
+    with pytest.raises(ValueError, match="borrows"):
+        llamaspec.Context(models["dspark"], n_ctx=64)

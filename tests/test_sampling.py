@@ -140,3 +140,24 @@ def test_broken_acceptance_is_detected(models, target_model, plain_samples):
     p_values = [p for _, p, _ in distribution_tests(broken, plain_samples[name])]
     print(f"accept-all: p-values {p_values}")
     assert min(p_values) < 1e-6
+
+
+def test_greedy_token_is_the_first_argmax():
+    """The vectorised argmax the engine verifies with: np.argmax's answer (first index of the maximum),
+    with ties across and within SIMD lanes, maxima in the tail, and every length around the lane width."""
+    import llamaspec
+
+    greedy = llamaspec.Sampler(temperature=0)
+    rng = np.random.default_rng(0)
+    for n in list(range(1, 40)) + [262144, 151936 + 7]:
+        for _ in range(3):
+            row = rng.integers(-3, 4, size=n).astype(np.float32)  # many ties
+            assert greedy.sample(row) == int(np.argmax(row)), n
+        row = rng.normal(size=n).astype(np.float32)
+        row[-1] = 100.0  # the maximum in the tail
+        assert greedy.sample(row) == n - 1
+        row[n // 2] = 100.0  # a tie: the first one wins
+        assert greedy.sample(row) == min(n // 2, n - 1)
+    row = np.full(64, -np.inf, dtype=np.float32)
+    row[40] = -1e30
+    assert greedy.sample(row) == 40

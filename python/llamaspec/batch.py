@@ -48,6 +48,9 @@ class Request:
         self._on_chunk = on_chunk
         self._id: Optional[int] = None  # the core's request id once it has a sequence
         self._chunks: Deque[StreamChunk] = deque()
+        self._raw: Deque[tuple] = deque()  # rounds not yet turned into chunks
+        self._streaming = False  # someone iterates: make chunks as rounds come
+        self._stream_closed = False
         self._tokens: List[int] = []
         self._stats: Optional[SpecStats] = None
         self._stop_reason = ""
@@ -87,9 +90,13 @@ class Request:
     # --- consuming ---------------------------------------------------------------------------
     def __iter__(self) -> Iterator[StreamChunk]:
         """One chunk per round (plus held-back text at the end); pulling runs the batch's rounds."""
+        self._streaming = True
         while True:
-            if self._chunks:
-                yield self._chunks.popleft()
+            with self._batch._lock:
+                self._make_chunks()
+                chunk = self._chunks.popleft() if self._chunks else None
+            if chunk is not None:
+                yield chunk
                 continue
             if self.done:
                 return
@@ -110,19 +117,37 @@ class Request:
         return f"Request({len(self._tokens)} tokens, {state})"
 
     # --- called by the Batch, under its lock -------------------------------------------------
+    # Rounds are kept raw and turned into text chunks only when someone reads them (an iterator, a
+    # callback, or stop strings that must be matched now): a batch run for its results alone spends
+    # nothing per round on text.
     def _round(self, tokens: List[int], drafted: int, accepted: int) -> None:
         self._tokens.extend(tokens)
-        text, shown = self._stream.feed(tokens)
-        self._emit(StreamChunk(text=text, tokens=shown, drafted=drafted, accepted=accepted))
+        self._raw.append((tokens, drafted, accepted))
+        if self._eager:
+            self._make_chunks()
 
     def _finish(self, stop_reason: str, log: Optional[dict]) -> None:
         if self.done:
             return
         self._stop_reason = stop_reason
         self._stats = self._batch._spec_stats(log) if log is not None else self.stats
-        tail, tail_tokens = self._stream.finish()
-        if tail or tail_tokens:
-            self._emit(StreamChunk(text=tail, tokens=tail_tokens, drafted=0, accepted=0))
+        if self._eager:
+            self._make_chunks()
+
+    def _make_chunks(self) -> None:
+        while self._raw:
+            tokens, drafted, accepted = self._raw.popleft()
+            text, shown = self._stream.feed(tokens)
+            self._emit(StreamChunk(text=text, tokens=shown, drafted=drafted, accepted=accepted))
+        if self.done and not self._stream_closed:
+            self._stream_closed = True
+            tail, tail_tokens = self._stream.finish()
+            if tail or tail_tokens:
+                self._emit(StreamChunk(text=tail, tokens=tail_tokens, drafted=0, accepted=0))
+
+    @property
+    def _eager(self) -> bool:
+        return self._streaming or self._on_chunk is not None or self._matcher.active
 
     def _emit(self, chunk: StreamChunk) -> None:
         self._chunks.append(chunk)

@@ -1,0 +1,247 @@
+"""A DSpark draft head in PyTorch whose forward pass is the graph llama.cpp runs (src/models/dflash.cpp).
+
+Step by step, for one sequence whose target features are known at positions 0..P-1 and a block of k
+tokens [anchor, mask, ..., mask] at positions P..P+k-1 (slot i predicts the token at P+i+1):
+
+1. context: g = rmsnorm(fc(f)) * enc_norm for every committed position's concatenated target
+   features f (``target_layers`` order); each layer's context keys/values come from g
+   (k = rope(rmsnorm_head(Wk g) * k_norm), v = Wv g), with no attention norm on g;
+2. block: x = tok_embd[tokens] * embedding_scale; per layer, pre-norm attention with per-head
+   q/k RMS norms and NEOX RoPE over [context ; block] (non-causal: the whole block sees itself),
+   then a gated FFN (SiLU or GELU-tanh);
+3. hn = rmsnorm(x) * output_norm, base = hn @ output^T (no softcap);
+4. Markov head, greedy chain from the anchor: e = W1[prev], logit_i = base_i + W2 e,
+   conf_i = sigmoid(conf_w . [hn_i ; e] + b), prev = argmax(logit_i).
+
+Training teacher-forces ``prev`` (the true previous token) instead of the greedy chain
+(``markov_prev``). RMSNorm is x / sqrt(mean(x^2) + eps) * w, as ggml computes it. Shapes are torch's
+(out, in), which are the GGUF arrays as gguf-py writes them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class DSparkConfig:
+    n_embd: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int
+    n_vocab: int
+    target_layers: Sequence[int]
+    markov_rank: int
+    block_size: int = 8
+    mask_token_id: int = 0
+    rms_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    embedding_scale: float = 1.0
+    activation: str = "silu"  # or "gelu_pytorch_tanh"
+    has_confidence: bool = True
+    causal: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def rope_neox(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
+    """x [..., n, heads, D] rotated by positions [..., n]: pairs (j, j + D/2), angle pos * theta^(-2j/D)."""
+    d = x.shape[-1]
+    half = d // 2
+    freqs = theta ** (-torch.arange(0, half, dtype=torch.float64) * 2.0 / d)
+    angles = pos.to(torch.float64)[..., None] * freqs
+    cos = torch.cos(angles).to(x.dtype)[..., None, :]
+    sin = torch.sin(angles).to(x.dtype)[..., None, :]
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+class DSparkLayer(nn.Module):
+    def __init__(self, c: DSparkConfig) -> None:
+        super().__init__()
+        e, d = c.n_embd, c.head_dim
+        self.c = c
+        self.attn_norm = nn.Parameter(torch.ones(e))
+        self.attn_q = nn.Linear(e, c.n_head * d, bias=False)
+        self.attn_k = nn.Linear(e, c.n_head_kv * d, bias=False)
+        self.attn_v = nn.Linear(e, c.n_head_kv * d, bias=False)
+        self.attn_output = nn.Linear(c.n_head * d, e, bias=False)
+        self.attn_q_norm = nn.Parameter(torch.ones(d))
+        self.attn_k_norm = nn.Parameter(torch.ones(d))
+        self.ffn_norm = nn.Parameter(torch.ones(e))
+        self.ffn_gate = nn.Linear(e, c.n_ff, bias=False)
+        self.ffn_up = nn.Linear(e, c.n_ff, bias=False)
+        self.ffn_down = nn.Linear(c.n_ff, e, bias=False)
+
+    def _heads(self, linear: nn.Linear, h: torch.Tensor, n_heads: int) -> torch.Tensor:
+        return linear(h).view(*h.shape[:-1], n_heads, self.c.head_dim)
+
+    def _keys(self, h: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        c = self.c
+        return rope_neox(rms_norm(self._heads(self.attn_k, h, c.n_head_kv), self.attn_k_norm, c.rms_eps), pos,
+                         c.rope_theta)
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor, g: torch.Tensor, ctx_pos: torch.Tensor,
+                ctx_valid: torch.Tensor) -> torch.Tensor:
+        """x [B, k, E] block at positions pos [B, k]; g [B, P, E] encoded context at ctx_pos [B, P], of which
+        ctx_valid [B, P] marks the real (unpadded) rows. The context keys/values come from g directly."""
+        c = self.c
+        b, n, _ = x.shape
+        a = rms_norm(x, self.attn_norm, c.rms_eps)
+        q = rope_neox(rms_norm(self._heads(self.attn_q, a, c.n_head), self.attn_q_norm, c.rms_eps), pos, c.rope_theta)
+        k = torch.cat([self._keys(g, ctx_pos), self._keys(a, pos)], dim=1)
+        v = torch.cat([self._heads(self.attn_v, g, c.n_head_kv), self._heads(self.attn_v, a, c.n_head_kv)], dim=1)
+        group = c.n_head // c.n_head_kv
+        k = k.repeat_interleave(group, dim=2)  # [B, P + k, H, D]
+        v = v.repeat_interleave(group, dim=2)
+        scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(c.head_dim)
+        n_ctx = g.shape[1]
+        visible = torch.cat([ctx_valid, torch.ones(b, n, dtype=torch.bool)], dim=1)[:, None, None, :]
+        if c.causal:
+            visible = visible & torch.ones(n, n_ctx + n, dtype=torch.bool).tril(diagonal=n_ctx)
+        scores = scores.masked_fill(~visible, float("-inf"))
+        o = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), v).reshape(b, n, c.n_head * c.head_dim)
+        x = x + self.attn_output(o)
+        m = rms_norm(x, self.ffn_norm, c.rms_eps)
+        gate = self.ffn_gate(m)
+        act = F.silu(gate) if c.activation == "silu" else F.gelu(gate, approximate="tanh")
+        return x + self.ffn_down(act * self.ffn_up(m))
+
+
+class DSparkHead(nn.Module):
+    """The head's weights and forward pass; ``token_embd``/``output`` may be frozen copies of the target's."""
+
+    def __init__(self, c: DSparkConfig) -> None:
+        super().__init__()
+        self.c = c
+        e, t = c.n_embd, len(c.target_layers)
+        self.token_embd = nn.Embedding(c.n_vocab, e)
+        self.output = nn.Linear(e, c.n_vocab, bias=False)
+        self.fc = nn.Linear(t * e, e, bias=False)
+        self.enc_norm = nn.Parameter(torch.ones(e))
+        self.output_norm = nn.Parameter(torch.ones(e))
+        self.layers = nn.ModuleList(DSparkLayer(c) for _ in range(c.n_layer))
+        self.markov_w1 = nn.Embedding(c.n_vocab, c.markov_rank)
+        self.markov_w2 = nn.Linear(c.markov_rank, c.n_vocab, bias=False)
+        self.conf_proj = nn.Linear(e + c.markov_rank, 1) if c.has_confidence else None
+
+    def encode_context(self, features: torch.Tensor) -> torch.Tensor:
+        """g [P, E] from the concatenated target features [P, T * E]."""
+        return rms_norm(self.fc(features), self.enc_norm, self.c.rms_eps)
+
+    def hidden(self, features: torch.Tensor, tokens: torch.Tensor, pos0: torch.Tensor,
+               ctx_len: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """hn [B, k, E] of blocks `tokens` [B, k] at positions pos0 [B] + 0..k-1, each after its context
+        `features` [B, P, T * E] (rows 0..ctx_len-1 real, the rest padding; default: all of them)."""
+        c = self.c
+        b, p = features.shape[:2]
+        g = self.encode_context(features)
+        ctx_pos = torch.arange(p).expand(b, p)
+        ctx_valid = ctx_pos < (ctx_len if ctx_len is not None else torch.full((b,), p))[:, None]
+        pos = pos0[:, None] + torch.arange(tokens.shape[1])
+        x = self.token_embd(tokens) * c.embedding_scale
+        for layer in self.layers:
+            x = layer(x, pos, g, ctx_pos, ctx_valid)
+        return rms_norm(x, self.output_norm, c.rms_eps)
+
+    def forward_batch(self, features: torch.Tensor, ctx_len: torch.Tensor, tokens: torch.Tensor,
+                      markov_prev: torch.Tensor) -> tuple:
+        """Training forward, teacher-forced: (logits [B, k, V], confidence [B, k] or None) of blocks whose
+        anchors sit right after their contexts (pos0 = ctx_len)."""
+        hn = self.hidden(features, tokens, ctx_len, ctx_len)
+        e = self.markov_w1(markov_prev)
+        logits = self.output(hn) + self.markov_w2(e)
+        conf = torch.sigmoid(self.conf_proj(torch.cat([hn, e], dim=-1))).squeeze(-1) if self.conf_proj else None
+        return logits, conf
+
+    def forward(self, features: torch.Tensor, tokens: torch.Tensor, pos0: int,
+                markov_prev: Optional[torch.Tensor] = None) -> tuple:
+        """(logits [k, V], confidence [k] or None) of one block. ``markov_prev`` [k]: the previous token of
+        every slot (teacher forcing); None runs llama.cpp's greedy chain from the anchor tokens[0]."""
+        hn = self.hidden(features[None], tokens[None], torch.tensor([pos0]))[0]
+        base = self.output(hn)
+        if markov_prev is not None:
+            e = self.markov_w1(markov_prev)
+            logits = base + self.markov_w2(e)
+            conf = torch.sigmoid(self.conf_proj(torch.cat([hn, e], dim=-1))).squeeze(-1) if self.conf_proj else None
+            return logits, conf
+        rows, confs = [], []
+        prev = tokens[0]
+        for i in range(tokens.shape[0]):
+            e = self.markov_w1(prev)
+            logit = base[i] + self.markov_w2(e)
+            if self.conf_proj is not None:
+                confs.append(torch.sigmoid(self.conf_proj(torch.cat([hn[i], e]))).squeeze(-1))
+            rows.append(logit)
+            prev = logit.argmax()
+        return torch.stack(rows), (torch.stack(confs) if confs else None)
+
+    # --- GGUF ------------------------------------------------------------------------------------
+    @classmethod
+    def from_gguf(cls, path: str) -> "DSparkHead":
+        """Load a DSpark head GGUF that carries its own token_embd and output (tests, checkpoints)."""
+        from ..tiny_models import _import_gguf
+
+        gguf = _import_gguf()
+        reader = gguf.GGUFReader(path)
+
+        def field_value(key, default=None):
+            f = reader.fields.get(key)
+            if f is None:
+                return default
+            vals = [f.parts[i] for i in f.data]
+            if f.types and f.types[0] == gguf.GGUFValueType.ARRAY:
+                return [int(v[0]) for v in vals]
+            v = vals[0]
+            return bytes(v).decode() if f.types[0] == gguf.GGUFValueType.STRING else v[0].item()
+
+        tensors = {t.name: np.array(t.data) for t in reader.tensors}
+        for needed in ("token_embd.weight", "output.weight"):
+            if needed not in tensors:
+                raise ValueError(f"{path} has no {needed}: this loader needs a self-contained head")
+        n_head = int(field_value("dflash.attention.head_count"))
+        n_embd = int(field_value("dflash.embedding_length"))
+        c = DSparkConfig(
+            n_embd=n_embd, n_layer=int(field_value("dflash.block_count")), n_head=n_head,
+            n_head_kv=int(field_value("dflash.attention.head_count_kv")),
+            head_dim=int(field_value("dflash.attention.key_length", n_embd // n_head)),
+            n_ff=int(field_value("dflash.feed_forward_length")), n_vocab=tensors["token_embd.weight"].shape[0],
+            target_layers=field_value("dflash.target_layers"), markov_rank=tensors["markov_w1.weight"].shape[1],
+            block_size=int(field_value("dflash.block_size", 16)),
+            mask_token_id=int(field_value("tokenizer.ggml.mask_token_id", 0)),
+            rms_eps=float(field_value("dflash.attention.layer_norm_rms_epsilon")),
+            rope_theta=float(field_value("dflash.rope.freq_base", 10000.0)),
+            embedding_scale=float(field_value("dflash.embedding_scale", 1.0)),
+            activation=str(field_value("dflash.hidden_activation", "silu")),
+            has_confidence="conf_proj.weight" in tensors,
+            causal=bool(field_value("dflash.attention.causal", False)))
+        head = cls(c)
+        names = {"token_embd.weight": head.token_embd.weight, "output.weight": head.output.weight,
+                 "fc.weight": head.fc.weight, "enc.output_norm.weight": head.enc_norm,
+                 "output_norm.weight": head.output_norm, "markov_w1.weight": head.markov_w1.weight,
+                 "markov_w2.weight": head.markov_w2.weight}
+        if head.conf_proj is not None:
+            names["conf_proj.weight"] = head.conf_proj.weight
+            names["conf_proj.bias"] = head.conf_proj.bias
+        for il, layer in enumerate(head.layers):
+            for part in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"):
+                names[f"blk.{il}.{part}.weight"] = getattr(layer, part).weight
+            for part in ("attn_norm", "attn_q_norm", "attn_k_norm", "ffn_norm"):
+                names[f"blk.{il}.{part}.weight"] = getattr(layer, part)
+        with torch.no_grad():
+            for name, param in names.items():
+                value = torch.from_numpy(tensors[name].astype(np.float32)).reshape(param.shape)
+                param.copy_(value)
+        return head

@@ -1,0 +1,126 @@
+"""Training a DSpark head on self-distilled data (llamaspec.train.data), on CPU.
+
+One training example is one draft round as llama.cpp runs it: an anchor position p of an answer, the
+target's features of positions 0..p-1 as context, the block [token_p, mask, ..., mask] at positions
+p..p+k-1, and as labels the target's own next tokens p+1..p+k. The Markov head is teacher-forced (its
+previous token is the true one); the confidence head learns whether each slot's top token is the label
+(binary cross-entropy, weight ``conf_weight``), to be calibrated afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .dspark import DSparkHead
+
+IGNORE = -100
+
+
+class DistilledData:
+    """The files of llamaspec.train.data: tokens, float16 features (memory-mapped) and the sample index."""
+
+    def __init__(self, path) -> None:
+        path = Path(path)
+        self.index = json.loads((path / "index.json").read_text())
+        self.tokens = np.load(path / "tokens.npy", mmap_mode="r")
+        self.features = np.load(path / "features.npy", mmap_mode="r")
+        self.samples = [s for s in self.index["samples"] if s["n_total"] - s["n_prompt"] >= 1]
+        # anchors: every answer position that has a next token (p from n_prompt - 1 to n_total - 2)
+        weights = np.array([s["n_total"] - s["n_prompt"] for s in self.samples], dtype=np.float64)
+        self.weights = weights / weights.sum()
+
+    def batch(self, rng: np.random.Generator, batch_size: int, block: int, mask_token: int) -> tuple:
+        """(features [B, P, W] float32 padded, ctx_len [B], tokens [B, k], markov_prev [B, k], labels [B, k])."""
+        picks = rng.choice(len(self.samples), size=batch_size, p=self.weights)
+        anchors = []
+        for i in picks:
+            s = self.samples[i]
+            p = int(rng.integers(s["n_prompt"] - 1, s["n_total"] - 1))
+            anchors.append((s, p))
+        longest = max(p for _, p in anchors)
+        width = self.features.shape[1]
+        features = np.zeros((batch_size, max(longest, 1), width), dtype=np.float32)
+        ctx_len = np.zeros(batch_size, dtype=np.int64)
+        tokens = np.full((batch_size, block), mask_token, dtype=np.int64)
+        prev = np.zeros((batch_size, block), dtype=np.int64)
+        labels = np.full((batch_size, block), IGNORE, dtype=np.int64)
+        for b, (s, p) in enumerate(anchors):
+            o, end = s["offset"], s["offset"] + s["n_total"]
+            features[b, :p] = self.features[o:o + p]
+            ctx_len[b] = p
+            seq = self.tokens[o:end]
+            tokens[b, 0] = seq[p]
+            n_next = min(block, s["n_total"] - 1 - p)
+            labels[b, :n_next] = seq[p + 1:p + 1 + n_next]
+            prev[b, :n_next] = seq[p:p + n_next]
+        return (torch.from_numpy(features), torch.from_numpy(ctx_len), torch.from_numpy(tokens),
+                torch.from_numpy(prev), torch.from_numpy(labels))
+
+
+def losses(head: DSparkHead, batch: tuple, conf_weight: float = 0.1) -> dict:
+    features, ctx_len, tokens, prev, labels = batch
+    logits, conf = head.forward_batch(features, ctx_len, tokens, prev)
+    valid = labels != IGNORE
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE)
+    hits = (logits.argmax(-1) == labels) & valid
+    out = {"ce": ce, "hits": hits, "valid": valid}
+    total = ce
+    if conf is not None:
+        bce = F.binary_cross_entropy(conf[valid], hits[valid].float())
+        out["bce"] = bce
+        total = total + conf_weight * bce
+    out["loss"] = total
+    return out
+
+
+def train(head: DSparkHead, data: DistilledData, steps: int, batch_size: int = 32, lr: float = 1e-3,
+          warmup: int = 50, conf_weight: float = 0.1, freeze: tuple = ("token_embd", "output"), seed: int = 0,
+          log_every: int = 25, checkpoint: Optional[str] = None) -> list:
+    """AdamW with warmup and cosine decay; ``freeze`` keeps the target's embeddings/head fixed.
+    Returns the history (step, loss, ce, bce, per-slot top-1 accuracy, seconds)."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    for name, param in head.named_parameters():
+        param.requires_grad_(not any(name.startswith(f) for f in freeze))
+    params = [p for p in head.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+
+    def schedule(step):
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    history = []
+    t0 = time.perf_counter()
+    hits = torch.zeros(head.c.block_size)
+    seen = torch.zeros(head.c.block_size)
+    for step in range(steps):
+        batch = data.batch(rng, batch_size, head.c.block_size, head.c.mask_token_id)
+        out = losses(head, batch, conf_weight)
+        opt.zero_grad()
+        out["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        hits += out["hits"].sum(0).float()
+        seen += out["valid"].sum(0).float()
+        if (step + 1) % log_every == 0 or step + 1 == steps:
+            record = {"step": step + 1, "loss": out["loss"].item(), "ce": out["ce"].item(),
+                      "bce": out["bce"].item() if "bce" in out else float("nan"),
+                      "accuracy": [round(float(h / max(s, 1)), 4) for h, s in zip(hits, seen)],
+                      "seconds": round(time.perf_counter() - t0, 1)}
+            history.append(record)
+            hits.zero_()
+            seen.zero_()
+            if checkpoint:
+                torch.save({"state": head.state_dict(), "step": step + 1, "history": history}, checkpoint)
+    return history

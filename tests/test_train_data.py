@@ -29,7 +29,7 @@ def test_distill_writes_answers_and_features(models, target_model, tmp_path):
     tokens = np.load(tmp_path / "tokens.npy")
     features = np.load(tmp_path / "features.npy")
     assert tokens.shape[0] == features.shape[0] == index["n_tokens"]
-    assert features.shape[1] == 2 * target_model.n_embd and features.dtype == np.float16
+    assert features.shape[1] == 2 * target_model.n_embd and features.dtype == np.float32
     assert json.loads((tmp_path / "index.json").read_text())["n_samples"] == 10
     gen = llamaspec.Generator(target_model, spec_type="none", n_ctx=256)
     ctx = llamaspec.Context(target_model, n_ctx=256, capture_layers=[1, 3])
@@ -41,6 +41,6 @@ def test_distill_writes_answers_and_features(models, target_model, tmp_path):
             assert ids[sample["n_prompt"]:] == gen.generate(prompt_ids, 12).tokens[:sample["n_total"] - sample["n_prompt"]]
         ctx.clear()
         ctx.decode(ids, logits=False)
-        expected = np.concatenate([ctx.features(1), ctx.features(3)], axis=1).astype(np.float16)
+        expected = np.concatenate([ctx.features(1), ctx.features(3)], axis=1)
         np.testing.assert_array_equal(features[sample["offset"]:sample["offset"] + len(ids)], expected)
     assert {s["temperature"] for s in index["samples"]} == {0.0, 0.8}

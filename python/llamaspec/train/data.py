@@ -10,7 +10,8 @@ head's layers are captured from the same GGUF that will serve it.
    batch-invariant kernels make them the features the target computes while generating).
 
 OUT_DIR receives ``tokens.npy`` (int32, every sample's prompt + answer, concatenated),
-``features.npy`` (float16 [n_tokens, len(layers) * n_embd], same rows) and ``index.json`` (per sample:
+``features.npy`` (float32 [n_tokens, len(layers) * n_embd], same rows; not float16: Gemma's residual
+stream reaches 3e4 at the first positions, where float16 overflows) and ``index.json`` (per sample:
 offset, prompt and total length, category, temperature; plus the layers, sizes and wall times).
 """
 
@@ -70,7 +71,7 @@ def distill(target, out_dir, layers: Sequence[int], prompts: Optional[list] = No
     ctx = Context(model, n_ctx=n_ctx, capture_layers=layers, n_batch=n_ctx, n_threads=n_threads)
     width = len(layers) * model.n_embd
     tokens_out = np.lib.format.open_memmap(out / "tokens.npy", mode="w+", dtype=np.int32, shape=(n_tokens,))
-    features_out = np.lib.format.open_memmap(out / "features.npy", mode="w+", dtype=np.float16,
+    features_out = np.lib.format.open_memmap(out / "features.npy", mode="w+", dtype=np.float32,
                                              shape=(n_tokens, width))
     index = []
     offset = 0
@@ -80,7 +81,7 @@ def distill(target, out_dir, layers: Sequence[int], prompts: Optional[list] = No
         ctx.decode(ids, logits=False)
         features = np.concatenate([ctx.features(layer) for layer in layers], axis=1)
         tokens_out[offset:offset + len(ids)] = ids
-        features_out[offset:offset + len(ids)] = features.astype(np.float16)
+        features_out[offset:offset + len(ids)] = features
         index.append({"offset": offset, "n_prompt": len(s["prompt_ids"]), "n_total": len(ids),
                       "category": s["category"], "temperature": s["temperature"]})
         offset += len(ids)

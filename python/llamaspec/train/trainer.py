@@ -25,7 +25,7 @@ IGNORE = -100
 
 
 class DistilledData:
-    """The files of llamaspec.train.data: tokens, float16 features (memory-mapped) and the sample index."""
+    """The files of llamaspec.train.data: tokens, features (memory-mapped) and the sample index."""
 
     def __init__(self, path) -> None:
         path = Path(path)

@@ -198,6 +198,11 @@ def test_quantized_targets_batch_equals_solo(tmp_path):
     max_tokens = [20 + 3 * i for i in range(len(prompts))]
     solo = solo_tokens(gen, prompts, max_tokens)
     assert [r.tokens for r in gen.generate_batch(prompts, max_tokens, n_seq=16)] == solo
+    # long generations: 600 tokens each, three sequences at a time
+    gen = llamaspec.Generator(str(q4), None, n_max=6, spec_type="ngram-simple", n_ctx=1024)
+    long_solo = [gen.generate(p, 600, ignore_eos=True).tokens for p in PROMPTS[:4]]
+    results = gen.generate_batch(PROMPTS[:4], 600, n_seq=3, ignore_eos=True)
+    assert [r.tokens for r in results] == long_solo and all(len(t) == 600 for t in long_solo)
 
 
 def test_gemma_batch_equals_solo(gemma_q2k_draft):

@@ -30,7 +30,6 @@ import argparse
 import http.client
 import json
 import os
-import re
 import socket
 import statistics
 import subprocess

@@ -139,12 +139,8 @@ bool BatchEngine::cancel(int64_t request) {
 }
 
 int32_t BatchEngine::verify(Slot & slot, std::vector<llama_token> & out) {
-    const int32_t n_vocab = target_->n_vocab();
-    const size_t n_draft = slot.draft.size();
-    int32_t n_accepted = 0;
-    out.clear();
-    for (size_t i = 0; i <= n_draft; ++i) {
-        const int32_t batch_index = slot.i_batch + (int32_t) i;
+    auto row = [&](int32_t i) {
+        const int32_t batch_index = slot.i_batch + i;
         float * logits = llama_get_logits_ith(ctx_tgt_->get(), batch_index);
         if (logits == nullptr) {
             throw std::runtime_error("the target produced no logits at batch index " + std::to_string(batch_index));
@@ -154,31 +150,10 @@ int32_t BatchEngine::verify(Slot & slot, std::vector<llama_token> & out) {
                 logits[t] = -INFINITY;
             }
         }
-        llama_token choice;
-        bool accepted;
-        if (!slot.sampler) {
-            choice = greedy_token(logits, n_vocab);
-            accepted = i < n_draft && choice == slot.draft[i];
-        } else {
-            slot.sampler->truncate(logits, n_vocab, dist_);
-            if (i < n_draft) {
-                choice = accept_or_resample(dist_, slot.draft[i], slot.rng, accepted);
-            } else {
-                choice = dist_.draw(uniform01(slot.rng));
-                accepted = false;
-            }
-        }
-        if (debug_accept_all_ && i < n_draft) {
-            choice = slot.draft[i];
-            accepted = true;
-        }
-        out.push_back(choice);
-        if (!accepted) {
-            break;
-        }
-        ++n_accepted;
-    }
-    return n_accepted;
+        return (const float *) logits;
+    };
+    return verify_draft(row, target_->n_vocab(), slot.draft, slot.sampler.get(), slot.rng, dist_, debug_accept_all_,
+                        out);
 }
 
 std::vector<BatchEvent> BatchEngine::step() {

@@ -269,38 +269,8 @@ float * Engine::logits_at(int32_t batch_index) {
 }
 
 int32_t Engine::verify(std::vector<llama_token> & out) {
-    const int32_t n_vocab = target_->n_vocab();
-    const size_t n_draft = draft_tokens_.size();
-    int32_t n_accepted = 0;
-    out.clear();
-    // positions are examined lazily: after the first rejection the rest of the batch is never sampled
-    for (size_t i = 0; i <= n_draft; ++i) {
-        const float * logits = logits_at((int32_t) i);
-        llama_token choice;
-        bool accepted;
-        if (!sampler_) {
-            choice = greedy_token(logits, n_vocab);
-            accepted = i < n_draft && choice == draft_tokens_[i];
-        } else {
-            sampler_->truncate(logits, n_vocab, dist_);
-            if (i < n_draft) {
-                choice = accept_or_resample(dist_, draft_tokens_[i], rng_, accepted);
-            } else {
-                choice = dist_.draw(uniform01(rng_));
-                accepted = false;
-            }
-        }
-        if (debug_accept_all_ && i < n_draft) {
-            choice = draft_tokens_[i];
-            accepted = true;
-        }
-        out.push_back(choice);
-        if (!accepted) {
-            break;
-        }
-        ++n_accepted;
-    }
-    return n_accepted;
+    return verify_draft([this](int32_t i) { return logits_at(i); }, target_->n_vocab(), draft_tokens_, sampler_.get(),
+                        rng_, dist_, debug_accept_all_, out);
 }
 
 bool Engine::round(int32_t budget, bool ignore_eos) {

@@ -271,6 +271,41 @@ void FusedSampler::full_distribution(const float * logits, int32_t n_vocab, Trun
     out.total = ggml_vec_soft_max_f32(n_vocab, w, w, max_scaled);
 }
 
+int32_t verify_draft(const std::function<const float *(int32_t)> & row, int32_t n_vocab,
+                     const std::vector<llama_token> & draft, FusedSampler * sampler, std::mt19937_64 & rng,
+                     TruncatedDist & dist, bool accept_all, std::vector<llama_token> & out) {
+    const size_t n_draft = draft.size();
+    int32_t n_accepted = 0;
+    out.clear();
+    for (size_t i = 0; i <= n_draft; ++i) {
+        const float * logits = row((int32_t) i);
+        llama_token choice;
+        bool accepted;
+        if (sampler == nullptr) {
+            choice = greedy_token(logits, n_vocab);
+            accepted = i < n_draft && choice == draft[i];
+        } else {
+            sampler->truncate(logits, n_vocab, dist);
+            if (i < n_draft) {
+                choice = accept_or_resample(dist, draft[i], rng, accepted);
+            } else {
+                choice = dist.draw(uniform01(rng));
+                accepted = false;
+            }
+        }
+        if (accept_all && i < n_draft) {
+            choice = draft[i];
+            accepted = true;
+        }
+        out.push_back(choice);
+        if (!accepted) {
+            break;
+        }
+        ++n_accepted;
+    }
+    return n_accepted;
+}
+
 double uniform01(std::mt19937_64 & rng) { return (rng() >> 11) * (1.0 / 9007199254740992.0); }
 
 llama_token accept_or_resample(const TruncatedDist & target, llama_token drafted, std::mt19937_64 & rng,

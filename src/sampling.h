@@ -6,6 +6,7 @@
 #include "llama.h"
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -81,5 +82,14 @@ llama_token accept_or_resample(const TruncatedDist & target, llama_token drafted
 
 // Uniform double in [0, 1) from the generator (the same draw on every platform).
 double uniform01(std::mt19937_64 & rng);
+
+// One verification: `row(i)` gives the target's logits after the first i drafted tokens (asked lazily:
+// rows after the first rejection are never read). Greedy (sampler null): the longest prefix of `draft`
+// equal to the argmax; sampled: min(1, p/q) acceptance with residual resampling. `out` receives the
+// accepted drafts and one token of the target's; returns how many drafts were accepted. `accept_all`
+// (tests only) accepts every draft unverified.
+int32_t verify_draft(const std::function<const float *(int32_t)> & row, int32_t n_vocab,
+                     const std::vector<llama_token> & draft, FusedSampler * sampler, std::mt19937_64 & rng,
+                     TruncatedDist & dist, bool accept_all, std::vector<llama_token> & out);
 
 }  // namespace llamaspec

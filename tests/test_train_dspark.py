@@ -158,3 +158,104 @@ def test_a_gemma_head_fits_and_loads(tmp_path):
     plain = llamaspec.Generator(target, spec_type="none", n_ctx=256)
     assert gen.spec_type == "draft-dspark"
     assert gen.generate("def fib(n):", 16).tokens == plain.generate("def fib(n):", 16).tokens
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+def test_reduced_draft_vocabulary_matches_llama_cpp(models, target_model, tmp_path, quantized):
+    """A head with a draft vocabulary (d2t) of a third of the target's tokens: llama.cpp scatters its logits
+    to the target ids (-inf elsewhere) as the torch head does; with the recipe's Q8_0 tables it stays close
+    and drafts the same tokens, and it serves draft-dspark losslessly."""
+    from llamaspec.train.export import write_head_gguf
+    from llamaspec.train.recipe import quantization_plan
+
+    vocab = list(range(0, target_model.n_vocab, 3))
+    head = DSparkHead.new_for_target(models["target"], [1, 3], n_layer=1, block_size=6, seed=2, draft_vocab=vocab)
+    assert head.output.weight.shape[0] == len(vocab) == head.markov_w2.weight.shape[0]
+    path = tmp_path / "d2t.gguf"
+    plan = quantization_plan(head) if quantized else None
+    if quantized:
+        assert "output.weight" in plan and "markov_w1.weight" not in plan  # rows of 16 values stay f16
+    # own token embeddings, so that the head runs in a Context of its own (a shared-embedding head only runs
+    # next to its target)
+    write_head_gguf(head, path, models["target"], shared_embeddings=False, weight_type="f16" if quantized else "f32",
+                    quantize=plan)
+    reloaded = DSparkHead.from_gguf(str(path))
+    assert reloaded.d2t.tolist() == vocab
+
+    ctx = llamaspec.Context(target_model, n_ctx=128, capture_layers=[1, 3])
+    tokens = target_model.tokenize(b"Hello world, this is a test of the draft vocabulary", True)
+    ctx.decode(tokens, logits=False)
+    features = np.concatenate([ctx.features(1), ctx.features(3)], axis=1)
+    runner = llamaspec.Context(str(path), n_ctx=128, cache_type="f32", flash_attn="off")
+    runner.decode_features(features[:7])
+    block = [tokens[7]] + [head.c.mask_token_id] * 5
+    runner.decode(block)
+    with torch.no_grad():
+        logits, conf = (reloaded if quantized else head)(torch.from_numpy(features[:7]), torch.tensor(block), 7)
+    ours, theirs = logits.numpy(), runner.logits()
+    outside = np.ones(target_model.n_vocab, dtype=bool)
+    outside[vocab] = False
+    assert np.isneginf(theirs[:, outside]).all() and np.isneginf(ours[:, outside]).all()
+    # Q8_0 matrix products quantize the activations to 8 bits too: within 3% of the largest logit
+    scale = np.abs(theirs[:, ~outside]).max()
+    tolerance = 3e-2 * scale if quantized else 1e-3
+    assert np.abs(ours[:, ~outside] - theirs[:, ~outside]).max() < tolerance
+    assert np.abs(conf.numpy() - runner.confidence()).max() < (1e-2 if quantized else 1e-4)
+    assert set(theirs.argmax(-1).tolist()) <= set(vocab)
+
+    gen = llamaspec.Generator(target_model, str(path), n_max=6, n_ctx=256)
+    plain = llamaspec.Generator(target_model, spec_type="none", n_ctx=256)
+    assert gen.spec_type == "draft-dspark"
+    prompt = "def fib(n):\n    return"
+    assert gen.generate(prompt, 40).tokens == plain.generate(prompt, 40).tokens
+
+    shared = tmp_path / "d2t-shared.gguf"
+    write_head_gguf(head, shared, models["target"], weight_type="f16", quantize=plan)
+    gen = llamaspec.Generator(target_model, str(shared), n_max=6, n_ctx=256)
+    plain = llamaspec.Generator(target_model, spec_type="none", n_ctx=256)
+    assert gen.spec_type == "draft-dspark"
+    prompt = "def fib(n):\n    return"
+    assert gen.generate(prompt, 40).tokens == plain.generate(prompt, 40).tokens
+
+
+def test_platt_calibration_recovers_and_folds(models, tmp_path):
+    """fit_platt finds the (a, c) that generated synthetic hits, and fold() bakes sigmoid(a z + c) into
+    conf_proj so the head's own confidence becomes the calibrated one."""
+    from llamaspec.train.calibrate import fit_platt, fold
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(0, 2, size=(40000, 1))
+    hits = rng.random(z.shape) < 1 / (1 + np.exp(-(0.5 * z - 1.0)))
+    a, c = fit_platt(z, hits, np.ones_like(hits))
+    assert abs(a - 0.5) < 0.03 and abs(c + 1.0) < 0.05
+
+    head_path = tmp_path / "head.gguf"
+    tiny_models.write_dspark(head_path, models["target"], block_size=8, own_embeddings=True, seed=3)
+    head = DSparkHead.from_gguf(str(head_path))
+    features = torch.from_numpy(rng.normal(size=(9, len(head.c.target_layers) * head.c.n_embd)).astype(np.float32))
+    block = torch.tensor([65] + [head.c.mask_token_id] * 7)
+    with torch.no_grad():
+        _, before = head(features, block, 9)
+        fold(head, 0.5, -1.0)
+        _, after = head(features, block, 9)
+    torch.testing.assert_close(after, torch.sigmoid(0.5 * torch.logit(before.double()) - 1.0).float(),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_draft_vocabulary_ranks_answers_then_prompts_then_prior(tmp_path):
+    """The reduced vocabulary keeps the answer tokens first, then prompt tokens, then the prior's best."""
+    import json
+
+    from llamaspec.train.trainer import DistilledData, draft_vocabulary
+
+    tokens = np.array([5, 6, 7, 7, 9, 9, 9, 5, 8, 8], dtype=np.int32)  # prompt 5 6 7 | answer 7 9 9 9 ; 5 8 | 8
+    np.save(tmp_path / "tokens.npy", tokens)
+    np.save(tmp_path / "features.npy", np.zeros((len(tokens), 2), dtype=np.float32))
+    (tmp_path / "index.json").write_text(json.dumps({"samples": [
+        {"offset": 0, "n_prompt": 3, "n_total": 7}, {"offset": 7, "n_prompt": 2, "n_total": 3}]}))
+    data = DistilledData(tmp_path)
+    prior = -np.arange(12, dtype=float)  # lower ids rank higher
+    vocab, coverage = draft_vocabulary(data, 12, 4, prior=prior)
+    assert vocab.tolist() == [5, 7, 8, 9] and coverage == 1.0  # answers 9, 7, 8; then prompt token 5 before 6
+    vocab, _ = draft_vocabulary(data, 12, 7, always=(11,), prior=prior)
+    assert vocab.tolist() == [0, 5, 6, 7, 8, 9, 11]  # 11 forced; prompt-only 6; then the prior's best, 0

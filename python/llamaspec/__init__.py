@@ -8,7 +8,7 @@
 
 import os
 
-from . import _core
+from . import _core, models
 from .batch import Batch, Request
 from .context import Context
 from .evaluate import Report, evaluate
@@ -45,5 +45,5 @@ def quantize(src: "str | os.PathLike[str]", dst: "str | os.PathLike[str]", type:
     _core.quantize(os.fspath(src), os.fspath(dst), type, n_threads)
 
 __all__ = ["Batch", "Request", "evaluate", "Report", "Context", "Sampler", "set_batch_invariant", "batch_invariant", "Generator", "GenerationResult", "ChatResult", "StreamChunk", "SpecStats", "Model", "load_model",
-           "inspect_gguf", "set_verbose", "quantize"]
+           "inspect_gguf", "set_verbose", "quantize", "models"]
 __version__ = "0.1.0"

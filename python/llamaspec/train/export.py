@@ -9,6 +9,7 @@ then uses the target's (ctx_other), which is what keeps a head for a 262k-vocabu
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 import numpy as np
 import torch
@@ -18,10 +19,15 @@ from .dspark import DSparkHead
 
 
 def write_head_gguf(head: DSparkHead, path, target_path, *, shared_embeddings: bool = True,
-                    weight_type: str = "f32", name: str = "llamaspec-dspark") -> None:
+                    weight_type: str = "f32", quantize: Optional[dict] = None, name: str = "llamaspec-dspark") -> None:
     """Write ``head`` to ``path`` for the target GGUF ``target_path``. ``weight_type`` "f16" stores the
-    matrices in half precision (norms, biases and the Markov tables' small vectors stay f32)."""
+    matrices in half precision (norms and biases stay f32); ``quantize`` maps tensor names to a ggml
+    type name ("q8_0") for the big tables (e.g. ``output.weight``, ``markov_w1.weight``).
+
+    A head with a reduced draft vocabulary writes its own ``output`` (the draft rows) and ``d2t``
+    (their absolute target ids, int64), as llama.cpp's DSpark graph requires."""
     gguf = _import_gguf()
+    quantize = {k: v.upper() for k, v in (quantize or {}).items()}
     c = head.c
     reader = gguf.GGUFReader(os.fspath(target_path))
     w = gguf.GGUFWriter(os.fspath(path), "dflash")
@@ -61,13 +67,20 @@ def write_head_gguf(head: DSparkHead, path, target_path, *, shared_embeddings: b
 
     def put(tensor_name: str, value: torch.Tensor, matrix: bool = True) -> None:
         array = value.detach().cpu().numpy().astype(np.float32)
+        if tensor_name in quantize:
+            qtype = gguf.GGMLQuantizationType[quantize[tensor_name]]
+            w.add_tensor(tensor_name, gguf.quants.quantize(array, qtype), raw_dtype=qtype)
+            return
         if matrix and weight_type == "f16" and array.ndim == 2:
             array = array.astype(np.float16)
         w.add_tensor(tensor_name, array)
 
     if not shared_embeddings:
         put("token_embd.weight", head.token_embd.weight)
+    if not shared_embeddings or head.d2t is not None:
         put("output.weight", head.output.weight)
+    if head.d2t is not None:
+        w.add_tensor("d2t", head.d2t.cpu().numpy().astype(np.int64))
     put("fc.weight", head.fc.weight)
     put("enc.output_norm.weight", head.enc_norm, matrix=False)
     put("output_norm.weight", head.output_norm, matrix=False)

@@ -27,12 +27,16 @@ IGNORE = -100
 class DistilledData:
     """The files of llamaspec.train.data: tokens, features (memory-mapped) and the sample index."""
 
-    def __init__(self, path) -> None:
+    def __init__(self, path, split: str = "all", holdout_every: int = 20) -> None:
+        """``split``: "all", "train" or "heldout" (every ``holdout_every``-th sample is held out)."""
         path = Path(path)
         self.index = json.loads((path / "index.json").read_text())
         self.tokens = np.load(path / "tokens.npy", mmap_mode="r")
         self.features = np.load(path / "features.npy", mmap_mode="r")
-        self.samples = [s for s in self.index["samples"] if s["n_total"] - s["n_prompt"] >= 1]
+        keep = {"all": lambda i: True, "train": lambda i: i % holdout_every != 0,
+                "heldout": lambda i: i % holdout_every == 0}[split]
+        self.samples = [s for i, s in enumerate(self.index["samples"])
+                        if keep(i) and s["n_total"] - s["n_prompt"] >= 1]
         # anchors: every answer position that has a next token (p from n_prompt - 1 to n_total - 2)
         weights = np.array([s["n_total"] - s["n_prompt"] for s in self.samples], dtype=np.float64)
         self.weights = weights / weights.sum()
@@ -65,13 +69,47 @@ class DistilledData:
                 torch.from_numpy(prev), torch.from_numpy(labels))
 
 
+    def token_counts(self, n_vocab: int, part: str = "answer") -> np.ndarray:
+        """How often each token id occurs in this split's answers (the labels) or prompts."""
+        counts = np.zeros(n_vocab, dtype=np.int64)
+        for s in self.samples:
+            o = s["offset"]
+            lo, hi = (o + s["n_prompt"], o + s["n_total"]) if part == "answer" else (o, o + s["n_prompt"])
+            counts += np.bincount(self.tokens[lo:hi], minlength=n_vocab)
+        return counts
+
+
+def draft_vocabulary(data: DistilledData, n_vocab: int, size: int, always: tuple = (),
+                     prior: Optional[np.ndarray] = None) -> tuple:
+    """A reduced draft vocabulary of ``size`` token ids (sorted), and the share of ``data``'s answer
+    tokens it covers. Ranked by answer count, then prompt count (targets copy from their prompts), then
+    ``prior`` (e.g. the tokenizer's scores: BPE merge order, a frequency ranking of its training text);
+    ``always`` (e.g. the end-of-generation tokens) are in regardless."""
+    answers = data.token_counts(n_vocab, "answer")
+    prompts = data.token_counts(n_vocab, "prompt")
+    prior = np.zeros(n_vocab) if prior is None else np.asarray(prior, dtype=np.float64)
+    order = np.lexsort((-prior, -prompts, -answers))  # the last key is the primary one
+    chosen = set(int(t) for t in always)
+    for t in order:
+        if len(chosen) >= size:
+            break
+        chosen.add(int(t))
+    vocab = np.array(sorted(chosen), dtype=np.int64)
+    return vocab, float(answers[vocab].sum() / max(1, answers.sum()))
+
+
 def losses(head: DSparkHead, batch: tuple, conf_weight: float = 0.1) -> dict:
+    """Cross-entropy of every slot's label over the draft vocabulary (labels it lacks count as misses
+    but carry no gradient) plus ``conf_weight`` x the confidence head's BCE on whether the slot's top
+    token is its label."""
     features, ctx_len, tokens, prev, labels = batch
     logits, conf = head.forward_batch(features, ctx_len, tokens, prev)
     valid = labels != IGNORE
-    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE)
-    hits = (logits.argmax(-1) == labels) & valid
-    out = {"ce": ce, "hits": hits, "valid": valid}
+    target = head.draft_labels(labels)
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.where(target >= 0, target, IGNORE).reshape(-1),
+                         ignore_index=IGNORE)
+    hits = (logits.argmax(-1) == target) & valid
+    out = {"ce": ce, "hits": hits, "valid": valid, "conf": conf}
     total = ce
     if conf is not None:
         bce = F.binary_cross_entropy(conf[valid], hits[valid].float())
@@ -83,11 +121,15 @@ def losses(head: DSparkHead, batch: tuple, conf_weight: float = 0.1) -> dict:
 
 def train(head: DSparkHead, data: DistilledData, steps: int, batch_size: int = 32, lr: float = 1e-3,
           warmup: int = 50, conf_weight: float = 0.1, freeze: tuple = ("token_embd", "output"), seed: int = 0,
-          log_every: int = 25, checkpoint: Optional[str] = None) -> list:
+          log_every: int = 25, checkpoint: Optional[str] = None, checkpoint_every: int = 100,
+          progress: bool = False) -> list:
     """AdamW with warmup and cosine decay; ``freeze`` keeps the target's embeddings/head fixed.
-    Returns the history (step, loss, ce, bce, per-slot top-1 accuracy, seconds)."""
+
+    With ``checkpoint`` the head, optimiser and history are saved every ``checkpoint_every`` steps and a
+    run that finds the file resumes from it (step k's batch depends only on (seed, k), so a resumed run
+    sees the batches an uninterrupted one would). Returns the history (step, loss, ce, bce, per-slot
+    top-1 accuracy, seconds)."""
     torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
     for name, param in head.named_parameters():
         param.requires_grad_(not any(name.startswith(f) for f in freeze))
     params = [p for p in head.parameters() if p.requires_grad]
@@ -99,11 +141,29 @@ def train(head: DSparkHead, data: DistilledData, steps: int, batch_size: int = 3
         return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
-    history = []
+    history: list = []
+    first = 0
+    elapsed = 0.0
+    if checkpoint and Path(checkpoint).exists():
+        saved = torch.load(checkpoint, weights_only=False)
+        head.load_state_dict(saved["state"])
+        opt.load_state_dict(saved["opt"])
+        sched.load_state_dict(saved["sched"])
+        first, history, elapsed = saved["step"], saved["history"], saved.get("seconds", 0.0)
+
+    def save(step):
+        if checkpoint:
+            tmp = str(checkpoint) + ".tmp"
+            torch.save({"state": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                        "step": step, "history": history, "seconds": elapsed + time.perf_counter() - t0}, tmp)
+            Path(tmp).replace(checkpoint)
+
+    head.train()
     t0 = time.perf_counter()
     hits = torch.zeros(head.c.block_size)
     seen = torch.zeros(head.c.block_size)
-    for step in range(steps):
+    for step in range(first, steps):
+        rng = np.random.default_rng([seed, step])
         batch = data.batch(rng, batch_size, head.c.block_size, head.c.mask_token_id)
         out = losses(head, batch, conf_weight)
         opt.zero_grad()
@@ -117,10 +177,14 @@ def train(head: DSparkHead, data: DistilledData, steps: int, batch_size: int = 3
             record = {"step": step + 1, "loss": out["loss"].item(), "ce": out["ce"].item(),
                       "bce": out["bce"].item() if "bce" in out else float("nan"),
                       "accuracy": [round(float(h / max(s, 1)), 4) for h, s in zip(hits, seen)],
-                      "seconds": round(time.perf_counter() - t0, 1)}
+                      "lr": sched.get_last_lr()[0], "seconds": round(elapsed + time.perf_counter() - t0, 1)}
             history.append(record)
             hits.zero_()
             seen.zero_()
-            if checkpoint:
-                torch.save({"state": head.state_dict(), "step": step + 1, "history": history}, checkpoint)
+            if progress:
+                print(f"step {record['step']}/{steps} loss {record['loss']:.3f} ce {record['ce']:.3f} "
+                      f"acc {record['accuracy']} {record['seconds']:.0f} s", flush=True)
+        if (step + 1) % checkpoint_every == 0 or step + 1 == steps:
+            save(step + 1)
+    head.eval()
     return history

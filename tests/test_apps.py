@@ -38,7 +38,9 @@ def test_cancel_from_another_thread_stops_within_a_round(models, target_model):
 
 
 CTRL_C_SCRIPT = textwrap.dedent("""
-    import sys, time, llamaspec
+    import signal, sys, time, llamaspec
+    # a child of a background job inherits SIGINT ignored (POSIX), and Python then installs no handler
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     gen = llamaspec.Generator(sys.argv[1], spec_type="none", n_ctx=4096)
     print("ready", flush=True)
     t0 = time.perf_counter()

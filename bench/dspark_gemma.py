@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from llamaspec.evaluate import builtin_prompts, calibration, evaluate, verified_tokens
+from llamaspec.evaluate import builtin_prompts, calibration, evaluate, headless_pyplot, verified_tokens
 from llamaspec.generator import load_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -75,11 +75,9 @@ def deployment_calibration(report, drafter: str, a: float, c: float) -> dict:
 
 
 def plot_calibration(cal: dict, heldout: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = headless_pyplot()
+    if plt is None:
+        return
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
     for ax, (title, before, after) in zip(axes, (
             ("13-task suite, n_max 8 (deployment)", cal["pooled"]["before"], cal["pooled"]["after"]),
@@ -155,19 +153,13 @@ def main(argv=None) -> int:
     cal = deployment_calibration(report, "n_max=8", a, c)
     out = Path(args.out)
     plot_calibration(cal, recipe["calibration"], out.with_name(out.name + "_calibration.png"))
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+    plt = headless_pyplot()
+    if plt is not None:
         ax = report.plot_acceptance("n_max=8")
         ax.set_title("trained DSpark head, Gemma 3 270M: P_i per task (n_max 8)")
         ax.figure.tight_layout()
         ax.figure.savefig(out.with_name(out.name + "_acceptance.png"), dpi=110)
         plt.close(ax.figure)
-    except ImportError:
-        pass
 
     tool_rows = []
     if not args.no_tool:
@@ -237,7 +229,7 @@ def main(argv=None) -> int:
                    "seconds": round(seconds, 1), "threads": args.threads},
         "lossless_mismatches": mismatches, "tasks": report.task_records(), "positions": report.position_records(),
         "calibration": cal, "heldout_calibration": {k: ho[k] for k in ("a", "c", "before", "after")},
-        "llama_tool": tool_rows}, default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o)))
+        "llama_tool": tool_rows}, default=str))
     print(text)
     return 0 if not mismatches else 1
 

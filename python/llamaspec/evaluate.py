@@ -73,6 +73,18 @@ def loop_length(tokens: Sequence[int], max_period: int = 64, min_repeats: int = 
     return best
 
 
+def headless_pyplot():
+    """matplotlib.pyplot on the file-only Agg backend (for scripts writing PNGs), or None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
 def auc(scores: np.ndarray, labels: np.ndarray) -> float:
     """Area under the ROC curve (Mann-Whitney, ties counted half); NaN with one class only."""
     pos, neg = scores[labels], scores[~labels]

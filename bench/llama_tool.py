@@ -111,7 +111,10 @@ def run_speculative(binary: Path, target: str, draft: Optional[str], spec_type: 
     """``llama-speculative-simple``; ``record_rounds`` turns on debug logging to read every round."""
     command = [str(binary), *_common_args(target, prompt, n_predict, threads, n_ctx, repack),
                "--spec-type", spec_type, "--spec-draft-n-max", str(n_max),
-               "--spec-ngram-simple-size-n", str(ngram_size_n), "--spec-ngram-simple-size-m", str(n_max)]
+               "--spec-ngram-simple-size-n", str(ngram_size_n), "--spec-ngram-simple-size-m", str(n_max),
+               # ngram-mod as llamaspec configures it (make_speculative_params in src/drafter.cpp)
+               "--spec-ngram-mod-n-match", str(ngram_size_n), "--spec-ngram-mod-n-min", "1",
+               "--spec-ngram-mod-n-max", str(n_max)]
     if draft is not None:
         command += ["-md", draft]
     if record_rounds:

@@ -94,28 +94,51 @@ const BatchEngine::RequestStats & BatchEngine::stats(int64_t request) const {
 
 void BatchEngine::release(int64_t request) { finished_.erase(request); }
 
-void BatchEngine::prefill(llama_seq_id seq, Slot & slot) {
+void BatchEngine::prefill_admitted() {
     const int64_t t0 = ggml_time_us();
-    const auto & prompt = slot.params.prompt;
-    slot.history.assign(prompt.begin(), prompt.end() - 1);
-    slot.history.reserve(n_ctx_);
-    slot.id_last = prompt.back();
-    slot.n_past = (llama_pos) slot.history.size();
-    ctx_tgt_->trim(seq, 0);
-    drafter_->begin_sequence(seq, slot.history);
+    std::vector<llama_seq_id> admitted;
+    for (size_t seq = 0; seq < slots_.size(); ++seq) {
+        Slot & slot = slots_[seq];
+        if (slot.request < 0 || !slot.needs_prefill) {
+            continue;
+        }
+        const auto & prompt = slot.params.prompt;
+        slot.history.assign(prompt.begin(), prompt.end() - 1);
+        slot.history.reserve(n_ctx_);
+        slot.id_last = prompt.back();
+        slot.n_past = (llama_pos) slot.history.size();
+        ctx_tgt_->trim((llama_seq_id) seq, 0);
+        drafter_->begin_sequence((llama_seq_id) seq, slot.history);
+        admitted.push_back((llama_seq_id) seq);
+    }
+    // every admitted prompt, packed into as few target decodes as the batch size allows (one decode
+    // per prompt costs a graph and a pass over the weights each)
     const size_t n_batch = llama_n_batch(ctx_tgt_->get());
-    for (size_t begin = 0; begin < slot.history.size(); begin += n_batch) {
-        const size_t end = std::min(slot.history.size(), begin + n_batch);
-        batch_.clear();
-        for (size_t i = begin; i < end; ++i) {
+    auto flush = [this] {
+        if (batch_.size() > 0) {
+            ctx_tgt_->decode(batch_, "the prompts");
+            drafter_->process(batch_);
+            batch_.clear();
+        }
+    };
+    batch_.clear();
+    for (llama_seq_id seq : admitted) {
+        const Slot & slot = slots_[seq];
+        for (size_t i = 0; i < slot.history.size(); ++i) {
+            if ((size_t) batch_.size() == n_batch) {
+                flush();
+            }
             batch_.add(slot.history[i], (llama_pos) i, seq, false);
         }
-        ctx_tgt_->decode(batch_, "a prompt");
-        drafter_->process(batch_);
     }
-    slot.needs_prefill = false;
-    slot.stats.prefill_tokens = (int32_t) slot.history.size();
-    slot.stats.prefill_seconds = (ggml_time_us() - t0) * 1e-6;
+    flush();
+    const double seconds = (ggml_time_us() - t0) * 1e-6;
+    for (llama_seq_id seq : admitted) {
+        Slot & slot = slots_[seq];
+        slot.needs_prefill = false;
+        slot.stats.prefill_tokens = (int32_t) slot.history.size();
+        slot.stats.prefill_seconds = seconds;  // the requests admitted together share one prefill
+    }
 }
 
 void BatchEngine::finish(llama_seq_id seq, Slot & slot, StopReason reason) {
@@ -165,12 +188,7 @@ std::vector<BatchEvent> BatchEngine::step() {
     if (idle) {
         drafter_->reset_state();
     }
-    for (size_t seq = 0; seq < slots_.size(); ++seq) {
-        Slot & slot = slots_[seq];
-        if (slot.request >= 0 && slot.needs_prefill) {
-            prefill((llama_seq_id) seq, slot);
-        }
-    }
+    prefill_admitted();
 
     // 2. draft for every sequence with room left, all at once
     const int64_t t_draft = ggml_time_us();
@@ -234,7 +252,7 @@ std::vector<BatchEvent> BatchEngine::step() {
         slot.history.insert(slot.history.end(), accepted[r].begin(), accepted[r].end() - 1);
         slot.n_past += 1 + n_accepted[r];
         ctx_tgt_->trim(seq, slot.n_past);
-        drafter_->accept(seq, n_accepted[r], slot.n_past);
+        drafter_->accept(seq, (int32_t) slot.draft.size(), n_accepted[r], slot.n_past);
         slot.id_last = accepted[r].back();
     }
     const double verify_s = (ggml_time_us() - t_verify) * 1e-6;

@@ -104,7 +104,8 @@ private:
     };
 
     Slot * find(int64_t request);
-    void prefill(llama_seq_id seq, Slot & slot);
+    // decode the prompts of the requests admitted since the last step, all in shared batches
+    void prefill_admitted();
     // verification of one slot's draft at its rows of the batch; fills `out` with accepted + one token
     int32_t verify(Slot & slot, std::vector<llama_token> & out);
     void finish(llama_seq_id seq, Slot & slot, StopReason reason);

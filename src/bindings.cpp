@@ -543,6 +543,7 @@ NB_MODULE(_core, m) {
                 }
                 d["verify_seconds"] = sched->costs().verify_seconds();
                 d["draft_step_seconds"] = sched->costs().draft_step();
+                d["block_draft_seconds"] = sched->costs().block_draft_seconds();
                 d["catch_up_seconds_per_token"] = sched->costs().catch_up_per_token();
                 d["bin_accepted"] = sched->calibration().bin_hits();
                 d["bin_seen"] = sched->calibration().bin_seen();

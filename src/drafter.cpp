@@ -473,7 +473,7 @@ void Drafter::draft_requested() {
     requests_.clear();
 }
 
-void Drafter::accept(llama_seq_id seq, int32_t n_accepted, llama_pos n_past) {
+void Drafter::accept(llama_seq_id seq, int32_t n_verified, int32_t n_accepted, llama_pos n_past) {
     if (!spec_) {
         return;
     }
@@ -482,6 +482,8 @@ void Drafter::accept(llama_seq_id seq, int32_t n_accepted, llama_pos n_past) {
         pending_.pop_back();
     }
     common_speculative_discard_deferred(spec_.get(), seq, n_past);
+    // n-gram drafters judge their tables by acceptance: only over what the target saw (patch 0005)
+    common_speculative_set_verified(spec_.get(), seq, (uint16_t) n_verified);
     common_speculative_accept(spec_.get(), seq, (uint16_t) n_accepted);
     if (ctx_dft_ && dft_cache_has_tail_.at(seq)) {
         ctx_dft_->trim(seq, n_past);

@@ -82,8 +82,9 @@ public:
                llama_tokens & out, std::vector<float> & confidence,
                std::function<bool(int32_t, float)> keep_drafting = nullptr);
 
-    // The target accepted n_accepted drafted tokens; the draft KV cache keeps positions < n_past.
-    void accept(int32_t n_accepted, llama_pos n_past) { accept(0, n_accepted, n_past); }
+    // The target verified the first n_verified tokens of the draft (the scheduler may cut it; 0 when
+    // there was none) and accepted n_accepted of them; the draft KV cache keeps positions < n_past.
+    void accept(int32_t n_verified, int32_t n_accepted, llama_pos n_past) { accept(0, n_verified, n_accepted, n_past); }
 
     // --- several sequences (BatchEngine): one llama.cpp drafter state serves them all ---------
     uint32_t n_seq() const { return n_seq_; }
@@ -95,7 +96,7 @@ public:
                        int32_t n_max, llama_tokens & out, std::vector<float> & confidence,
                        std::function<bool(int32_t, float)> keep_drafting = nullptr);
     void draft_requested();
-    void accept(llama_seq_id seq, int32_t n_accepted, llama_pos n_past);
+    void accept(llama_seq_id seq, int32_t n_verified, int32_t n_accepted, llama_pos n_past);
     // Sequence `seq` is done: free its draft cache.
     void end_sequence(llama_seq_id seq);
     // No sequence is running: forget everything llama.cpp's drafters learned (n-gram pools), so the

@@ -323,7 +323,7 @@ bool Engine::round(int32_t budget, bool ignore_eos) {
     n_past_ += 1 + n_accepted;
     ctx_tgt_->trim(0, n_past_);
     cache_valid_ = true;
-    drafter_->accept(n_accepted, n_past_);
+    drafter_->accept((int32_t) draft_tokens_.size(), n_accepted, n_past_);
     id_last_ = accepted.back();
     const double verify_s = seconds_since(t_verify);
 

@@ -9,6 +9,7 @@ namespace llamaspec {
 namespace {
 
 constexpr double kCostSmoothing = 0.1;      // weight of a new timing in the running cost
+constexpr double kFastCostSmoothing = 0.5;  // ... of a block draft faster than the running cost
 constexpr double kCountDecay = 0.98;        // forgetting of old acceptance observations
 constexpr double kPriorWeight = 2.0;        // pseudo-observations behind each prior
 constexpr double kPositionPrior = 0.5;      // acceptance assumed at a position never seen
@@ -17,7 +18,7 @@ constexpr double kProbeGainSmoothing = 0.5; // a probe weighs more: the gain may
 constexpr int32_t kMaxBackoff = 64;
 // a probe (its extra drafting and verification, and the drafter catching up on what it skipped)
 // may cost at most this share of the time spent since the last probe
-constexpr double kProbeShare = 0.02;
+constexpr double kProbeShare = 0.01;
 
 void blend(double & running, double value, double weight) { running += weight * (value - running); }
 
@@ -25,7 +26,38 @@ void blend(double & running, double value, double weight) { running += weight * 
 
 // --- CostModel ------------------------------------------------------------------------------
 
-CostModel::CostModel(int32_t n_max) : verify_((size_t) n_max + 2, 0.0) {}
+CostModel::CostModel(int32_t n_max) : verify_((size_t) n_max + 2, 0.0), block_draft_((size_t) n_max + 1, 0.0) {}
+
+void CostModel::observe_block_draft(int32_t n, double seconds) {
+    if (n >= 1 && n < (int32_t) block_draft_.size() && seconds > 0) {
+        double & cost = block_draft_[n];
+        // timing noise only ever adds time (and a length's first block may pay a graph build):
+        // faster observations count more, so one slow block does not price a length out for good
+        cost = cost == 0.0 ? seconds : cost + (seconds < cost ? kFastCostSmoothing : kCostSmoothing) * (seconds - cost);
+    }
+}
+
+double CostModel::block_draft(int32_t n) const {
+    if (n < 1 || n >= (int32_t) block_draft_.size()) {
+        return 0.0;
+    }
+    if (block_draft_[n] > 0) {
+        return block_draft_[n];
+    }
+    // untried: assume it costs no more than the longest shorter block measured, or scale the
+    // shortest longer one down; both are optimistic, so the planner tries it when it looks best
+    for (int32_t lo = n - 1; lo >= 1; --lo) {
+        if (block_draft_[lo] > 0) {
+            return block_draft_[lo];
+        }
+    }
+    for (int32_t hi = n + 1; hi < (int32_t) block_draft_.size(); ++hi) {
+        if (block_draft_[hi] > 0) {
+            return block_draft_[hi] * n / (double) hi;
+        }
+    }
+    return 0.0;
+}
 
 void CostModel::set_verify(int32_t n_tokens, double seconds) { verify_.at(n_tokens) = seconds; }
 
@@ -118,7 +150,29 @@ int32_t Scheduler::plan(int32_t n_max, int32_t n_pending) {
         probing_ = true;
     }
     round_limit_ = std::min(n_max, costs_.n_max());
+    if (!sequential_) {
+        round_limit_ = block_length(round_limit_);
+    }
     return round_limit_;
+}
+
+int32_t Scheduler::block_length(int32_t limit) const {
+    // before drafting no confidence is known: the acceptance expected at each position
+    const double rho = rho0();
+    double survival = 1.0, yield = 0.0, best_verified = 0.0;
+    double best = -INFINITY;
+    int32_t best_length = limit;
+    for (int32_t n = 1; n <= limit; ++n) {
+        survival *= calibration_.predict(n - 1, NAN);
+        yield += survival;
+        best_verified = std::max(best_verified, yield - rho * (costs_.verify(n + 1) - costs_.verify(1)));
+        const double net = best_verified - rho * costs_.block_draft(n);
+        if (net > best - 1e-3) {  // near-ties go to the longer block
+            best = std::max(best, net);
+            best_length = n;
+        }
+    }
+    return best_length;
 }
 
 bool Scheduler::keep_drafting(int32_t index, float confidence) {
@@ -174,6 +228,9 @@ void Scheduler::observe(const std::vector<float> & confidence, int32_t n_verifie
     }
     if (sequential_ && !confidence.empty() && !costs_frozen_) {
         costs_.observe_draft_step((draft_seconds - catch_up_seconds_) / (double) confidence.size());
+    }
+    if (!sequential_ && round_limit_ > 0 && !costs_frozen_) {
+        costs_.observe_block_draft(round_limit_, draft_seconds - catch_up_seconds_);
     }
     catch_up_seconds_ = 0.0;
     // acceptance is a prefix: tokens past the first rejection were never judged

@@ -6,9 +6,10 @@
 // S_i = a_1 * ... * a_i (a_i: calibrated chance that token i is accepted once 1..i-1 were)
 // is worth  sum_{i<=d} S_i - rho0 * (V(d+1) - V(1))  tokens more than plain decoding, and a
 // sequential drafter drafts token i+1 only while its expected yield pays for its own draft
-// step. Whether to draft at all is decided from what drafted rounds actually gained
+// step; a block drafter is asked for the block length that pays most net of the block's own
+// measured cost. Whether to draft at all is decided from what drafted rounds actually gained
 // (tokens emitted - rho0 * seconds spent); while off, probes are backed off exponentially and
-// spaced so that they cost at most 2% of the time.
+// spaced so that they cost at most 1% of the time.
 #pragma once
 
 #include <cstdint>
@@ -28,15 +29,24 @@ public:
     void observe_draft_step(double seconds);
     // the draft model read n_tokens deferred target tokens in one batch
     void observe_catch_up(int32_t n_tokens, double seconds);
+    // a block drafter (DFlash/DSpark head, n-gram lookup) drafted a block of n positions
+    void observe_block_draft(int32_t n, double seconds);
 
     double verify(int32_t n_tokens) const { return verify_.at(n_tokens); }
     double draft_step() const { return draft_step_; }
     double catch_up_per_token() const { return catch_up_per_token_; }
+    // Estimated seconds of drafting a block of n positions: measured where a block of that length
+    // ran; for an untried length, the cost of the longest shorter block measured, else the shortest
+    // longer one scaled by length (0 while nothing is measured). These estimates are optimistic, so
+    // the planner tries a length once when it looks best, and then knows.
+    double block_draft(int32_t n) const;
+    const std::vector<double> & block_draft_seconds() const { return block_draft_; }  // index = length, 0 = unknown
     int32_t n_max() const { return (int32_t) verify_.size() - 2; }
     const std::vector<double> & verify_seconds() const { return verify_; }  // index = batch length
 
 private:
     std::vector<double> verify_;
+    std::vector<double> block_draft_;
     double draft_step_ = 0.0;
     double catch_up_per_token_ = 0.0;
 };
@@ -75,6 +85,8 @@ public:
     void begin_generation() { backoff_ = 1; }
     // Before drafting: the most tokens to draft this round, 0 to skip drafting. n_pending: target
     // tokens the draft model must catch up on before it can draft (deferred draft-model input).
+    // A block drafter gets the block length whose best verified depth, net of the block's own cost,
+    // pays most (ties go to the longer block: verify_depth() can still cut it).
     int32_t plan(int32_t n_max, int32_t n_pending = 0);
     // While drafting (sequential drafters): draft another token after token `index` (0-based)?
     bool keep_drafting(int32_t index, float confidence);
@@ -97,6 +109,7 @@ public:
 
 private:
     double rho0() const { return 1.0 / costs_.verify(1); }
+    int32_t block_length(int32_t limit) const;
 
     CostModel costs_;
     AcceptanceCalibration calibration_;

@@ -46,6 +46,19 @@ def test_tasks_have_interleaved_speedups(report):
     assert tasks[tasks.drafter == "none"]["drafted"].sum() == 0
 
 
+def test_runs_alternate_their_order_and_ratios_pair_repeats(report):
+    """A B C D on even repeats, D C B A on odd ones; speed_ratios pairs runs of the same repeat."""
+    order = [[r.drafter for r in report.runs if r.task == "story" and r.repeat == rep] for rep in (0, 1)]
+    assert order[0] == ["none", "draft-simple", "dspark", "ngram"] and order[1] == order[0][::-1]
+    tok_s = {(r.drafter, r.task, r.repeat): r.stats.tokens_per_second for r in report.runs}
+    ratios = report.speed_ratios("dspark", "ngram")
+    assert set(ratios) == {"story", "repeat", "prompt_2"}
+    assert ratios["story"] == pytest.approx([tok_s[("dspark", "story", k)] / tok_s[("ngram", "story", k)]
+                                             for k in (0, 1)])
+    medians = {t["task"]: t["speedup"] for t in report.task_records() if t["drafter"] == "dspark"}
+    assert medians["repeat"] == pytest.approx(np.median(report.speed_ratios("dspark")["repeat"]))
+
+
 def test_confidence_calibration_for_the_dspark_head(report):
     cal = report.calibration("dspark")
     assert cal and all(0 <= c["ece"] <= 1 for c in cal.values())

@@ -191,17 +191,29 @@ class Report:
         runs = [r for r in self.runs if r.drafter == drafter and (task is None or r.task == task)]
         return self._calibration(runs)
 
+    def speed_ratios(self, drafter: str, reference: str = BASELINE) -> dict:
+        """task -> per-repeat tok/s of ``drafter`` over ``reference`` (both ran back to back on the same
+        prompt in each repeat, so machine noise hits them alike). Summarise with median / min / max."""
+        tok_s = {}
+        for r in self.runs:
+            if r.drafter in (drafter, reference):
+                tok_s[(r.drafter, r.task, r.repeat)] = r.stats.tokens_per_second
+        out = {}
+        for (name, task, repeat), value in tok_s.items():
+            ref = tok_s.get((reference, task, repeat), 0.0)
+            if name == drafter and ref > 0:
+                out.setdefault(task, []).append(value / ref)
+        return out
+
     def task_records(self) -> list:
         rows = []
-        baseline = {}
-        for r in self.runs:
-            if r.drafter == BASELINE:
-                baseline[(r.task, r.repeat)] = r.stats.tokens_per_second
+        ratios_of = {}
         for task, drafter, runs in self._groups():
             s = SpecStats.combine([r.stats for r in runs])
             loops = [loop_length(r.tokens) > 0 for r in runs]
-            ratios = [r.stats.tokens_per_second / baseline[(task, r.repeat)] for r in runs
-                      if (task, r.repeat) in baseline and baseline[(task, r.repeat)] > 0]
+            if drafter not in ratios_of:
+                ratios_of[drafter] = self.speed_ratios(drafter)
+            ratios = ratios_of[drafter].get(task, [])
             rows.append({
                 "task": task, "drafter": drafter, "runs": len(runs), "generated": s.n_generated,
                 "rounds": s.rounds, "drafted": s.n_drafted, "accepted": s.n_accepted,
@@ -385,12 +397,16 @@ def _f(x) -> Optional[float]:
 def evaluate(target: ModelLike, drafters: Mapping[str, Union[str, Mapping]], prompts=None, *, n_max: int = 8,
              max_tokens: int = 128, repeats: int = 1, temperature: float = 0.0, seed: int = 0,
              n_ctx: int = 2048, n_threads: Optional[int] = None, baseline: bool = True,
-             progress: bool = True) -> Report:
+             progress: bool = True, warmup: bool = True) -> Report:
     """Run every drafter (and plain decoding, for speed) on every prompt, interleaved, ``repeats`` times.
 
     ``drafters``: name -> a spec_type string, or a dict of :class:`Generator` arguments
     (``draft``, ``spec_type``, ``n_max``, ``schedule``, ``ngram_size_n``...). ``prompts``: None (the
     built-in 13-category suite), a ``.jsonl`` path, or a list of str / {"name", "prompt"} dicts.
+
+    Order: for each repeat and prompt, every drafter runs once, in the given order on even repeats and
+    reversed on odd ones (A B C, C B A: a drift in machine speed does not favour whoever runs first).
+    ``warmup``: each Generator first generates a few tokens, untimed (first decodes allocate buffers).
     """
     tasks = load_prompts(prompts)
     target = load_model(target)
@@ -407,8 +423,12 @@ def evaluate(target: ModelLike, drafters: Mapping[str, Union[str, Mapping]], pro
     bar = _progress(len(steps) * len(gens), progress)
     runs = []
     try:
+        if warmup and tasks:
+            for gen in gens.values():
+                gen.generate(tasks[0]["prompt"], 4, ignore_eos=True)
         for task, rep in steps:
-            for name, gen in gens.items():  # interleaved: every drafter on this prompt, one after the other
+            order = list(gens.items()) if rep % 2 == 0 else list(gens.items())[::-1]
+            for name, gen in order:  # interleaved: every drafter on this prompt, one after the other
                 result = gen.generate(task["prompt"], max_tokens, temperature=temperature, seed=seed + rep,
                                       ignore_eos=False)
                 runs.append(Run(task["name"], name, rep, result.tokens, result.stop_reason, result.stats))

@@ -212,7 +212,9 @@ class Generator:
         """The confidence scheduler's view (empty dict for the fixed schedule).
 
         ``verify_seconds[n]``: running cost of a target pass over n tokens (index 0 unused);
-        ``draft_step_seconds``: one draft-model step (draft-simple); ``bin_accepted``/``bin_seen``:
+        ``draft_step_seconds``: one draft-model step (draft-simple); ``block_draft_seconds[n]``: a
+        block drafter's (DFlash/DSpark head, n-gram) cost of a block of n positions, 0 where no block
+        of that length ran yet; ``bin_accepted``/``bin_seen``:
         decayed acceptance counts per confidence decile; ``position_accepted``/``position_seen``: per
         draft position; ``drafting_on``: whether drafting currently pays (else it probes now and then).
         """

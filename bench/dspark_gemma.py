@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from llamaspec.evaluate import builtin_prompts, calibration, evaluate, headless_pyplot, verified_tokens
+from llamaspec.evaluate import builtin_prompts, calibration, evaluate, headless_pyplot, plot_reliability, verified_tokens
 from llamaspec.generator import load_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -82,15 +82,8 @@ def plot_calibration(cal: dict, heldout: dict, path: Path) -> None:
     for ax, (title, before, after) in zip(axes, (
             ("13-task suite, n_max 8 (deployment)", cal["pooled"]["before"], cal["pooled"]["after"]),
             ("held-out distilled rounds (teacher-forced)", heldout["before"]["overall"], heldout["after"]["overall"]))):
-        ax.plot([0, 1], [0, 1], color="grey", ls="--", lw=1)
-        for name, rep in (("before calibration", before), ("after calibration", after)):
-            pts = rep["diagram"]
-            ax.plot([d["confidence"] for d in pts], [d["accepted"] for d in pts], marker="o",
-                    label=f"{name}: AUC {rep['auc']:.3f}, ECE {rep['ece']:.3f}")
+        plot_reliability(ax, {"before calibration": before, "after calibration": after})
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel("confidence")
-        ax.set_ylabel("accepted fraction")
-        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

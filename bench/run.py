@@ -165,15 +165,13 @@ def spread(values: Sequence[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
-def mode_records(suite: Suite, report: Report) -> list[dict]:
-    """Per mode: totals over tasks and repeats (P_i of the union), and the median per-task speed-up."""
-    records = {t["drafter"]: [] for t in report.task_records()}
-    for t in report.task_records():
-        records[t["drafter"]].append(t)
+def mode_records(suite: Suite, report: Report, task_records: list[dict]) -> list[dict]:
+    """Per mode: totals over tasks and repeats (P_i of the union), and the median per-task speed-up
+    (``task_records``: report.task_records())."""
     out = []
     for m in suite.modes:
         stats = SpecStats.combine([r.stats for r in report.runs if r.drafter == m.name])
-        tasks = records.get(m.name, [])
+        tasks = [t for t in task_records if t["drafter"] == m.name]
         texts = {(r.task, r.repeat): r.tokens for r in report.runs if r.drafter == m.name}
         plain = {(r.task, r.repeat): r.tokens for r in report.runs if r.drafter == BASELINE}
         out.append({
@@ -198,6 +196,7 @@ def schedule_verdicts(suite: Suite, report: Report) -> list[dict]:
     for sched in (m for m in suite.modes if m.schedule != "fixed"):
         fixed = [m for m in suite.modes if m.schedule == "fixed" and m.family == sched.family]
         vs_none = report.speed_ratios(sched.name)
+        vs_fixed = {m.name: report.speed_ratios(sched.name, m.name) for m in fixed}
         for task in tasks:
             def median_tok_s(mode: Mode) -> float:
                 return statistics.median(r.stats.tokens_per_second for r in report.runs
@@ -205,7 +204,7 @@ def schedule_verdicts(suite: Suite, report: Report) -> list[dict]:
             best = max(fixed, key=median_tok_s)
             depths = np.concatenate([r.stats.chosen_depth for r in report.runs
                                      if r.drafter == sched.name and r.task == task])
-            none, best_ratio = spread(vs_none[task]), spread(report.speed_ratios(sched.name, best.name)[task])
+            none, best_ratio = spread(vs_none[task]), spread(vs_fixed[best.name][task])
             rows.append({
                 "suite": suite.name, "mode": sched.name, "task": task, "vs_none": none,
                 "best_fixed": best.name, "vs_best_fixed": best_ratio,
@@ -528,7 +527,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     suites = make_suites(args.quick, args.threads, args.max_tokens, args.repeats, args.no_gemma, not args.no_repack)
     args.out.mkdir(parents=True, exist_ok=True)
 
-    results, reports = [], {}
+    results, reports, all_verdicts = [], {}, []
     for suite in suites:
         models = {k: llamaspec.Model(v, repack=suite.repack) for k, v in suite.models.items()}
         t0 = time.perf_counter()
@@ -538,11 +537,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         reports[suite.name] = report
         with gzip.open(args.out / f"run_{suite.name}_report.json.gz", "wt") as f:  # every round of every run
             f.write(report.to_json())
+        task_records = report.task_records()
+        verdicts = schedule_verdicts(suite, report)
         result = {"name": suite.name, "title": suite.title, "models": suite.models, "about": suite.about,
                   "max_tokens": suite.max_tokens, "repeats": suite.repeats, "repack": suite.repack,
-                  "modes": mode_records(suite, report), "tasks": report.task_records(),
+                  "modes": mode_records(suite, report, task_records), "tasks": task_records,
                   "evaluate_s": time.perf_counter() - t0}
-        for row in schedule_verdicts(suite, report):
+        all_verdicts += verdicts
+        for row in verdicts:
             print(f"  {row['mode']:18s} {row['task']:17s} vs none {fmt_spread(row['vs_none'])} "
                   f"vs {row['best_fixed']} {fmt_spread(row['vs_best_fixed'])}", flush=True)
         if tools is not None:
@@ -565,7 +567,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "predictable_tasks": PREDICTABLE_TASKS},
         },
         "suites": results,
-        "schedule_verdicts": [row for suite, r in zip(suites, reports.values()) for row in schedule_verdicts(suite, r)],
+        "schedule_verdicts": all_verdicts,
     })
     (args.out / "results.json").write_text(json.dumps(report, indent=1) + "\n")
     summary = write_markdown(report, suites, args.out / "results.md")

@@ -108,6 +108,23 @@ def test_training_on_distilled_data_lowers_the_loss(models, target_model, tmp_pa
     assert last["accuracy"][0] > first["accuracy"][0]
 
 
+def torch_and_llama_cpp(head, gguf_path, target_model, text: bytes, n_context: int):
+    """The torch head and the exported GGUF (own embeddings, run in its own Context) on the same input:
+    the tiny target's features at layers 1 and 3 for the first n_context tokens of ``text``, then a block of
+    the next token and 5 mask tokens. Returns (torch logits, torch confidence, llama.cpp's, llama.cpp's)."""
+    ctx = llamaspec.Context(target_model, n_ctx=128, capture_layers=[1, 3])
+    tokens = target_model.tokenize(text, True)
+    ctx.decode(tokens, logits=False)
+    features = np.concatenate([ctx.features(1), ctx.features(3)], axis=1)
+    runner = llamaspec.Context(str(gguf_path), n_ctx=128, cache_type="f32", flash_attn="off")
+    runner.decode_features(features[:n_context])
+    block = [tokens[n_context]] + [head.c.mask_token_id] * 5
+    runner.decode(block)
+    with torch.no_grad():
+        logits, conf = head(torch.from_numpy(features[:n_context]), torch.tensor(block), n_context)
+    return logits.numpy(), conf.numpy(), runner.logits(), runner.confidence()
+
+
 def test_exported_head_runs_in_llama_cpp(models, target_model, tmp_path):
     """A head made for the tiny target, written by write_head_gguf: with its own embeddings it computes what
     the torch head computes; sharing the target's, spec_type auto serves it as draft-dspark, losslessly."""
@@ -117,18 +134,9 @@ def test_exported_head_runs_in_llama_cpp(models, target_model, tmp_path):
     assert head.c.n_vocab == target_model.n_vocab and head.c.mask_token_id > 0
     own = tmp_path / "own.gguf"
     write_head_gguf(head, own, models["target"], shared_embeddings=False)
-    ctx = llamaspec.Context(target_model, n_ctx=128, capture_layers=[1, 3])
-    tokens = target_model.tokenize(b"Hello world, this is a test", True)
-    ctx.decode(tokens, logits=False)
-    features = np.concatenate([ctx.features(1), ctx.features(3)], axis=1)
-    runner = llamaspec.Context(str(own), n_ctx=128, cache_type="f32", flash_attn="off")
-    runner.decode_features(features[:6])
-    block = [tokens[6]] + [head.c.mask_token_id] * 5
-    runner.decode(block)
-    with torch.no_grad():
-        logits, conf = head(torch.from_numpy(features[:6]), torch.tensor(block), 6)
-    assert np.abs(logits.numpy() - runner.logits()).max() < 1e-3
-    assert np.abs(conf.numpy() - runner.confidence()).max() < 1e-4
+    logits, conf, theirs, their_conf = torch_and_llama_cpp(head, own, target_model, b"Hello world, this is a test", 6)
+    assert np.abs(logits - theirs).max() < 1e-3
+    assert np.abs(conf - their_conf).max() < 1e-4
 
     shared = tmp_path / "shared.gguf"
     write_head_gguf(head, shared, models["target"], weight_type="f16")
@@ -182,17 +190,8 @@ def test_reduced_draft_vocabulary_matches_llama_cpp(models, target_model, tmp_pa
     reloaded = DSparkHead.from_gguf(str(path))
     assert reloaded.d2t.tolist() == vocab
 
-    ctx = llamaspec.Context(target_model, n_ctx=128, capture_layers=[1, 3])
-    tokens = target_model.tokenize(b"Hello world, this is a test of the draft vocabulary", True)
-    ctx.decode(tokens, logits=False)
-    features = np.concatenate([ctx.features(1), ctx.features(3)], axis=1)
-    runner = llamaspec.Context(str(path), n_ctx=128, cache_type="f32", flash_attn="off")
-    runner.decode_features(features[:7])
-    block = [tokens[7]] + [head.c.mask_token_id] * 5
-    runner.decode(block)
-    with torch.no_grad():
-        logits, conf = (reloaded if quantized else head)(torch.from_numpy(features[:7]), torch.tensor(block), 7)
-    ours, theirs = logits.numpy(), runner.logits()
+    ours, conf, theirs, their_conf = torch_and_llama_cpp(reloaded if quantized else head, path, target_model,
+                                                         b"Hello world, this is a test of the draft vocabulary", 7)
     outside = np.ones(target_model.n_vocab, dtype=bool)
     outside[vocab] = False
     assert np.isneginf(theirs[:, outside]).all() and np.isneginf(ours[:, outside]).all()
@@ -200,7 +199,7 @@ def test_reduced_draft_vocabulary_matches_llama_cpp(models, target_model, tmp_pa
     scale = np.abs(theirs[:, ~outside]).max()
     tolerance = 3e-2 * scale if quantized else 1e-3
     assert np.abs(ours[:, ~outside] - theirs[:, ~outside]).max() < tolerance
-    assert np.abs(conf.numpy() - runner.confidence()).max() < (1e-2 if quantized else 1e-4)
+    assert np.abs(conf - their_conf).max() < (1e-2 if quantized else 1e-4)
     assert set(theirs.argmax(-1).tolist()) <= set(vocab)
 
     gen = llamaspec.Generator(target_model, str(path), n_max=6, n_ctx=256)

@@ -20,7 +20,7 @@ import os
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -315,14 +315,7 @@ class Report:
         import matplotlib.pyplot as plt
 
         ax = ax or plt.subplots(figsize=(5, 5))[1]
-        ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1)
-        for position, cal in sorted(self.calibration(drafter).items()):
-            pts = cal["diagram"]
-            ax.plot([d["confidence"] for d in pts], [d["accepted"] for d in pts], marker="o",
-                    label=f"position {position}: AUC {_fmt(cal['auc'])}, ECE {_fmt(cal['ece'], '.3f')}")
-        ax.set_xlabel("confidence")
-        ax.set_ylabel("accepted fraction")
-        ax.legend(fontsize="x-small")
+        plot_reliability(ax, {f"position {p}": cal for p, cal in sorted(self.calibration(drafter).items())})
         return ax
 
     def plot_depth(self, drafter: str, ax=None):
@@ -372,6 +365,19 @@ class Report:
         drafters = sorted({r.drafter for r in self.runs})
         tasks = len({r.task for r in self.runs})
         return f"Report({len(self.runs)} runs, {tasks} tasks, drafters={drafters})"
+
+
+def plot_reliability(ax, lines: Mapping[str, dict]) -> None:
+    """Reliability diagram on ``ax``: the diagonal, then one line per label from a calibration() dict
+    (its "diagram" points, AUC and ECE in the legend)."""
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1)
+    for label, cal in lines.items():
+        pts = cal["diagram"]
+        ax.plot([d["confidence"] for d in pts], [d["accepted"] for d in pts], marker="o",
+                label=f"{label}: AUC {_fmt(cal['auc'], '.3f')}, ECE {_fmt(cal['ece'], '.3f')}")
+    ax.set_xlabel("confidence")
+    ax.set_ylabel("accepted fraction")
+    ax.legend(fontsize="x-small")
 
 
 def repeats_needed(ratios: Sequence[float], tolerance: float, z: float = 1.96) -> Optional[int]:

@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ..evaluate import calibration, headless_pyplot
+from ..evaluate import calibration, headless_pyplot, plot_reliability
 from .dspark import DSparkHead
 from .trainer import DistilledData, losses
 
@@ -94,15 +94,8 @@ def _plot(before: dict, after: dict, path: str) -> None:
     if plt is None:
         return
     fig, ax = plt.subplots(figsize=(5, 5))
-    ax.plot([0, 1], [0, 1], color="grey", lw=1, ls="--", label="perfect")
-    for name, rep in (("before", before), ("after", after)):
-        bins = rep["overall"]["diagram"]
-        ax.plot([b["confidence"] for b in bins], [b["accepted"] for b in bins], marker="o",
-                label=f"{name} calibration (ECE {rep['overall']['ece']:.3f}, AUC {rep['overall']['auc']:.3f})")
-    ax.set_xlabel("confidence")
-    ax.set_ylabel("accepted fraction")
+    plot_reliability(ax, {"before calibration": before["overall"], "after calibration": after["overall"]})
     ax.set_title("DSpark confidence head, held-out rounds")
-    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

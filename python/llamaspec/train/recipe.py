@@ -2,8 +2,8 @@
 
     python -m llamaspec.train.recipe --work WORK_DIR [--out python/llamaspec/models/gemma3-270m-dspark.gguf]
 
-Every stage resumes: the data is reused when WORK_DIR/data is complete, training continues from
-WORK_DIR/train.pt. Stages:
+Every stage resumes: a data folder (WORK_DIR/data, WORK_DIR/data-general) is reused when complete,
+training continues from WORK_DIR/train.pt. Stages:
 
 1. data: the target answers ``--prompts`` stdlib-derived prompts and ``--general-prompts`` prompts on
    everyday subjects and formats (llamaspec.train.prompts; greedy, and sampled for ``--sampled-share`` of

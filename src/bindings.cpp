@@ -194,6 +194,8 @@ NB_MODULE(_core, m) {
           "Process-wide: compute every row of a matmul / attention in the same order whatever the batch shape "
           "(CPU backend), so verification batches give the logits of one-token decoding.");
     m.def("get_batch_invariant", [] { return ggml_cpu_get_batch_invariant(); });
+    m.def("supports_gpu_offload", [] { return llama_supports_gpu_offload(); },
+          "This build has a GPU backend (CUDA, ...) and a device for it, so models load onto the GPU.");
 
     nb::class_<Context>(m, "Context")
         .def(nb::new_([](ModelPtr model, int n_ctx, int n_seq, int n_batch, int n_threads,
@@ -451,6 +453,8 @@ NB_MODULE(_core, m) {
         .def_prop_ro("n_layer", &Model::n_layer)
         .def_prop_ro("n_embd", &Model::n_embd)
         .def_prop_ro("n_ctx_train", &Model::n_ctx_train)
+        .def_prop_ro("devices", &Model::devices,
+                     "GPU devices the model's offloaded layers (n_gpu_layers of them) go to, e.g. 'CUDA0: NVIDIA H200'; empty on a CPU-only build.")
         .def_prop_ro("is_draft_head", [](const Model & model) { return model.is_dflash_head() || model.is_eagle3_head(); })
         .def_prop_ro("has_markov_head", [](const Model & model) { return model.info().has_markov_head; })
         .def_prop_ro("has_confidence_head", [](const Model & model) { return model.info().has_confidence_head; })

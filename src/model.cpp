@@ -157,6 +157,15 @@ uint64_t Model::free_memory(std::string & where) const {
     return host_available_bytes();
 }
 
+std::vector<std::string> Model::devices() const {
+    std::vector<std::string> names;
+    for (int i = 0; i < llama_model_n_devices(model_.get()); ++i) {
+        ggml_backend_dev_t dev = llama_model_get_device(model_.get(), i);
+        names.push_back(std::string(ggml_backend_dev_name(dev)) + ": " + ggml_backend_dev_description(dev));
+    }
+    return names;
+}
+
 void ensure_cache_fits(const Model & model, int64_t n_ctx, int32_t n_seq, int32_t n_ubatch, uint32_t n_rs_seq,
                        const Model * draft) {
     const int64_t cells = (n_ctx + 255) / 256 * 256;  // llama.cpp rounds the cache up to 256 cells

@@ -62,6 +62,10 @@ public:
     // (MemAvailable). `where` names it for messages.
     uint64_t free_memory(std::string & where) const;
 
+    // the GPU/accelerator devices llama.cpp places this model's offloaded layers on (n_gpu_layers of them),
+    // as "NAME: description"; none on a CPU-only build
+    std::vector<std::string> devices() const;
+
     // llama.cpp's graph for this architecture publishes the layer inputs (t_layer_inp) that
     // DFlash/DSpark/EAGLE3 heads and Context.features() read
     bool publishes_layer_features() const;

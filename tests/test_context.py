@@ -163,6 +163,20 @@ def test_cuda_arrays_need_cupy_and_cpu_never_imports_it(target_model):
             ctx.features(0, device="cuda") if ctx.capture_layers else ctx.logits(device="cuda")
     else:  # a CUDA machine: the same values on the device
         np.testing.assert_array_equal(ctx.logits(device="cuda").get(), ctx.logits())
+        capturing = llamaspec.Context(target_model, n_ctx=64, capture_layers=[1])
+        capturing.decode([5, 6, 7])
+        on_gpu = capturing.features(1, device="cuda")
+        assert isinstance(on_gpu, cupy.ndarray) and on_gpu.dtype == np.float32
+        np.testing.assert_array_equal(on_gpu.get(), capturing.features(1))
+
+
+def test_devices_say_where_the_model_can_live(target_model):
+    devices = target_model.devices
+    assert all(isinstance(d, str) and ": " in d for d in devices)
+    if llamaspec.supports_gpu_offload():  # a GPU build on a GPU machine: its GPUs, not the CPU
+        assert devices and not any(d.startswith("CPU") for d in devices)
+    else:
+        assert devices == []
 
 
 def test_head_context_input_checks(models, tmp_path):
@@ -181,3 +195,21 @@ def test_head_context_input_checks(models, tmp_path):
     # a head that borrows the target's embeddings cannot run alone
     with pytest.raises(ValueError, match="borrows"):
         llamaspec.Context(models["dspark"], n_ctx=64)
+
+
+def test_extension_keeps_llama_cpp_symbols_to_itself():
+    """_core exports no llama.cpp/ggml (or static libstdc++) symbols: exported, they bind to other copies
+    loaded earlier in the process (another ggml, a system libstdc++), which crashed the CUDA build's import
+    after `import torch` on a toolchain that links libstdc++ statically (CMakeLists.txt, --exclude-libs)."""
+    import shutil
+    import subprocess
+
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("no nm (binutils) on this machine")
+    listing = subprocess.run([nm, "-D", "--defined-only", llamaspec._core.__file__], capture_output=True,
+                             text=True, check=True).stdout
+    names = [line.split()[-1] for line in listing.splitlines() if line.strip()]
+    assert "PyInit__core" in names
+    leaked = [n for n in names if n.startswith(("ggml_", "gguf_", "llama_", "common_", "_ZNSt6locale"))]
+    assert not leaked, leaked[:10]

@@ -34,6 +34,12 @@ def batch_invariant() -> bool:
     return _core.get_batch_invariant()
 
 
+def supports_gpu_offload() -> bool:
+    """Whether this build has a GPU backend with a device (a CUDA build on a CUDA machine): models then
+    load every layer onto it (``load_model(path, n_gpu_layers=-1)``, the default; ``Model.devices`` says where)."""
+    return _core.supports_gpu_offload()
+
+
 def inspect_gguf(path: "str | os.PathLike[str]") -> dict:
     """Architecture and drafter heads of a GGUF, from its header (ValueError if missing or not a GGUF)."""
     return _core.inspect_gguf(os.fspath(path))
@@ -44,6 +50,6 @@ def quantize(src: "str | os.PathLike[str]", dst: "str | os.PathLike[str]", type:
     """Requantize a GGUF with llama.cpp's quantizer (Q2_K, Q3_K_S, Q4_K_M, Q8_0, Q4_0 or F16), e.g. for a weaker draft."""
     _core.quantize(os.fspath(src), os.fspath(dst), type, n_threads)
 
-__all__ = ["Batch", "Request", "evaluate", "Report", "Context", "Sampler", "set_batch_invariant", "batch_invariant", "Generator", "GenerationResult", "ChatResult", "StreamChunk", "SpecStats", "Model", "load_model",
+__all__ = ["Batch", "Request", "evaluate", "Report", "Context", "Sampler", "set_batch_invariant", "batch_invariant", "supports_gpu_offload", "Generator", "GenerationResult", "ChatResult", "StreamChunk", "SpecStats", "Model", "load_model",
            "inspect_gguf", "set_verbose", "quantize", "models"]
 __version__ = "0.1.0"

@@ -10,7 +10,7 @@ import numpy as np
 
 import llamaspec
 from llamaspec.train.data import distill
-from llamaspec.train.prompts import build_prompts
+from llamaspec.train.prompts import build_continuation_prompts, build_general_prompts, build_prompts
 
 
 def test_prompts_cover_the_categories_and_avoid_the_suite():
@@ -20,6 +20,23 @@ def test_prompts_cover_the_categories_and_avoid_the_suite():
     suite = json.loads((resources.files("llamaspec") / "prompts.json").read_text())["tasks"]
     texts = {p["prompt"] for p in prompts}
     assert not any(t["prompt"] in texts or t["prompt"][:40] in " ".join(texts) for t in suite)
+
+
+def test_other_prompt_sets_are_distinct_reproducible_and_avoid_the_suite():
+    """The general and continuation sets: every category, no duplicate, the same list for the same seed, and
+    no prompt close to a suite prompt (difflib ratio, the bound the sets were written to)."""
+    import difflib
+
+    suite = [t["prompt"] for t in json.loads((resources.files("llamaspec") / "prompts.json").read_text())["tasks"]]
+    for builder, n_categories in ((build_general_prompts, 11), (build_continuation_prompts, 5)):
+        prompts = builder(110, seed=4)
+        assert len(prompts) == 110 and len({p["prompt"] for p in prompts}) == 110
+        assert len({p["category"] for p in prompts}) == n_categories
+        assert builder(110, seed=4) == prompts and builder(110, seed=5) != prompts
+        for p in prompts:
+            for t in suite:
+                match = difflib.SequenceMatcher(None, p["prompt"], t, autojunk=False)
+                assert match.quick_ratio() < 0.6 or match.ratio() < 0.6, (p, t)  # quick_ratio bounds ratio
 
 
 def test_distill_writes_answers_and_features(models, target_model, tmp_path):
@@ -44,3 +61,36 @@ def test_distill_writes_answers_and_features(models, target_model, tmp_path):
         expected = np.concatenate([ctx.features(1), ctx.features(3)], axis=1)
         np.testing.assert_array_equal(features[sample["offset"]:sample["offset"] + len(ids)], expected)
     assert {s["temperature"] for s in index["samples"]} == {0.0, 0.8}
+
+
+def test_kept_answers_give_the_same_data(target_model, tmp_path):
+    """Answers kept in a file (llamaspec.train.answers) make the same data as answering afresh; a file made
+    from other prompts or settings is not used; the spot check re-answers greedy samples."""
+    from llamaspec.train.answers import answers_key, load_answers, save_answers, spot_check
+    from llamaspec.train.data import answer
+
+    prompts = build_prompts(12, seed=3)
+    settings = dict(max_tokens=12, n_ctx=256, sampled_share=0.5, seed=0)
+    samples = answer(target_model, prompts, n_seq=4, progress=False, **settings)
+    key = answers_key("sha-of-the-target", prompts, 12, 256, 0.5, 0)
+    save_answers(tmp_path / "set.npz", samples, key)
+    prompt_ids = [s["prompt_ids"] for s in samples]
+    kept = load_answers(tmp_path / "set.npz", key, prompt_ids)
+    assert kept == samples
+    assert any(s["temperature"] > 0 for s in kept) and any(s["temperature"] == 0 for s in kept)
+    assert load_answers(tmp_path / "set.npz", answers_key("sha-of-the-target", prompts[1:], 12, 256, 0.5, 0),
+                        prompt_ids) is None
+    assert load_answers(tmp_path / "set.npz", answers_key("another-target", prompts, 12, 256, 0.5, 0),
+                        prompt_ids) is None
+    assert load_answers(tmp_path / "missing.npz", key, prompt_ids) is None
+    check = spot_check(target_model, kept, 12, n_ctx=256)
+    assert check["checked"] > 0 and check["equal"] == check["checked"]
+
+    fresh = distill(target_model, tmp_path / "fresh", layers=[1, 3], prompts=prompts, n_seq=4, progress=False,
+                    **settings)
+    reused = distill(target_model, tmp_path / "reused", layers=[1, 3], prompts=prompts, answers=kept,
+                     progress=False, **settings)
+    assert not fresh["answers_kept"] and reused["answers_kept"]
+    assert fresh["samples"] == reused["samples"]
+    for name in ("tokens.npy", "features.npy"):
+        np.testing.assert_array_equal(np.load(tmp_path / "fresh" / name), np.load(tmp_path / "reused" / name))

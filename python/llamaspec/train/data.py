@@ -32,22 +32,13 @@ from ..generator import load_model
 from .prompts import build_prompts
 
 
-def distill(target, out_dir, layers: Sequence[int], prompts: Optional[list] = None, n_prompts: int = 2000,
-            max_tokens: int = 128, n_seq: int = 16, n_ctx: int = 512, n_threads: Optional[int] = None,
-            sampled_share: float = 0.5, seed: int = 0, progress: bool = True) -> dict:
-    """Answer the prompts with the target and capture its features; writes OUT_DIR (see the module doc).
-
-    ``prompts``: list of {"category", "prompt"} (default: :func:`build_prompts` (``n_prompts``, ``seed``)).
-    Returns the index (also written as index.json).
-    """
-    model = load_model(target)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    layers = [int(layer) for layer in layers]
-    prompts = prompts if prompts is not None else build_prompts(n_prompts, seed)
+def answer(model, prompts: list, max_tokens: int = 128, n_seq: int = 16, n_ctx: int = 512,
+           n_threads: Optional[int] = None, sampled_share: float = 0.5, seed: int = 0,
+           progress: bool = True) -> list:
+    """Step 1: the target answers every prompt, ``n_seq`` at a time (greedy, or sampled at temperature 0.8,
+    top-p 0.95 for ``sampled_share`` of them, each with its own seed). Returns one dict per prompt:
+    category, temperature, prompt_ids, answer (token ids)."""
     t0 = time.perf_counter()
-
-    # 1. answers, n_seq prompts decoded together
     batch = Batch(model, n_seq=n_seq, spec_type="none", n_ctx=n_ctx, n_threads=n_threads)
     rng = random.Random(seed)
     samples = []
@@ -64,10 +55,38 @@ def distill(target, out_dir, layers: Sequence[int], prompts: Optional[list] = No
             print(f"answers: {finished}/{len(samples)} ({time.perf_counter() - t0:.0f} s)", flush=True)
         done = finished
     batch.close()
+    for s in samples:
+        s["answer"] = list(s.pop("request").tokens)
+    return samples
+
+
+def distill(target, out_dir, layers: Sequence[int], prompts: Optional[list] = None, n_prompts: int = 2000,
+            max_tokens: int = 128, n_seq: int = 16, n_ctx: int = 512, n_threads: Optional[int] = None,
+            sampled_share: float = 0.5, seed: int = 0, progress: bool = True,
+            answers: Optional[list] = None) -> dict:
+    """Answer the prompts with the target and capture its features; writes OUT_DIR (see the module doc).
+
+    ``prompts``: list of {"category", "prompt"} (default: :func:`build_prompts` (``n_prompts``, ``seed``)).
+    ``answers``: step 1's result for these prompts and settings, when kept from an earlier run
+    (:mod:`llamaspec.train.answers`); only the features are computed then.
+    Returns the index (also written as index.json).
+    """
+    model = load_model(target)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    layers = [int(layer) for layer in layers]
+    prompts = prompts if prompts is not None else build_prompts(n_prompts, seed)
+    t0 = time.perf_counter()
+
+    # 1. answers, n_seq prompts decoded together
+    samples = answers if answers is not None else answer(model, prompts, max_tokens, n_seq, n_ctx, n_threads,
+                                                         sampled_share, seed, progress)
+    if len(samples) != len(prompts):
+        raise ValueError(f"{len(samples)} answers for {len(prompts)} prompts")
     t_answers = time.perf_counter() - t0
 
     # 2. features over prompt + answer
-    n_tokens = sum(len(s["prompt_ids"]) + len(s["request"].tokens) for s in samples)
+    n_tokens = sum(len(s["prompt_ids"]) + len(s["answer"]) for s in samples)
     ctx = Context(model, n_ctx=n_ctx, capture_layers=layers, n_batch=n_ctx, n_threads=n_threads)
     width = len(layers) * model.n_embd
     tokens_out = np.lib.format.open_memmap(out / "tokens.npy", mode="w+", dtype=np.int32, shape=(n_tokens,))
@@ -76,7 +95,7 @@ def distill(target, out_dir, layers: Sequence[int], prompts: Optional[list] = No
     index = []
     offset = 0
     for k, s in enumerate(samples):
-        ids = s["prompt_ids"] + list(s["request"].tokens)
+        ids = s["prompt_ids"] + s["answer"]
         ctx.clear()
         ctx.decode(ids, logits=False)
         features = np.concatenate([ctx.features(layer) for layer in layers], axis=1)
@@ -92,6 +111,7 @@ def distill(target, out_dir, layers: Sequence[int], prompts: Optional[list] = No
     manifest = {"target": model.path, "layers": layers, "n_embd": model.n_embd, "n_samples": len(samples),
                 "n_tokens": n_tokens, "n_answer_tokens": n_tokens - sum(len(s["prompt_ids"]) for s in samples),
                 "max_tokens": max_tokens, "seed": seed, "answer_seconds": round(t_answers, 1),
+                "answers_kept": answers is not None,
                 "total_seconds": round(time.perf_counter() - t0, 1),
                 "bytes": int((out / "features.npy").stat().st_size + (out / "tokens.npy").stat().st_size),
                 "samples": index}

@@ -9,7 +9,9 @@ explanations, Q&A, JSON, SQL, lists, translation, step-by-step arithmetic, repet
     >>> prompts = build_prompts(n=2000, seed=0)   # [{"category": "code", "prompt": "..."}, ...]
 
 :func:`build_general_prompts` adds a second set on everyday subjects and formats (word lists and
-templates written here, paragraphs of Python's documentation), kept apart from the suite's wording.
+templates written here, paragraphs of Python's documentation), kept apart from the suite's wording;
+:func:`build_continuation_prompts` a third with long real contexts (windows of stdlib source and
+documentation, records of stdlib facts, whole functions to rewrite, test or explain).
 """
 
 from __future__ import annotations
@@ -44,14 +46,22 @@ def _functions(rng: random.Random) -> list:
 
 
 @functools.lru_cache(maxsize=1)
-def _stdlib_objects() -> tuple:
-    """(module, name, object, source) of the public functions and classes of MODULES (read once)."""
+def _modules() -> tuple:
+    """(name, module) of the MODULES that import on this platform."""
     out = []
     for name in MODULES:
         try:
-            module = importlib.import_module(name)
+            out.append((name, importlib.import_module(name)))
         except Exception:  # noqa: BLE001 - a module missing on this platform is skipped
             continue
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1)
+def _stdlib_objects() -> tuple:
+    """(module, name, object, source) of the public functions and classes of MODULES (read once)."""
+    out = []
+    for name, module in _modules():
         for attr, obj in vars(module).items():
             if attr.startswith("_") or not (inspect.isfunction(obj) or inspect.isclass(obj)):
                 continue
@@ -350,15 +360,118 @@ def build_general_prompts(n: int = 2000, seed: int = 0) -> List[dict]:
     makers = {"explain": explain, "question": question, "summarize": summarize, "translate": translate,
               "creative": creative, "word_problem": word_problem, "logic": logic, "json_records": json_records,
               "code_other": code_other, "code_reading": code_reading, "pattern": pattern}
+    return _draw_distinct(makers, n, "general_", rng, step=1)
+
+
+def _draw_distinct(makers: dict, n: int, prefix: str, rng: random.Random, step: int) -> List[dict]:
+    """``n`` distinct prompts, the categories in turn, shuffled with ``rng``: a maker that repeats an
+    earlier prompt (small templates do) is called again with its index moved on by ``step``."""
     names = list(makers)
     prompts, seen = [], set()
     for i in range(n):
         category = names[i % len(names)]
-        for attempt in range(50):  # distinct prompts (the small patterns repeat otherwise)
-            prompt = makers[category](i + attempt)
+        for attempt in range(50):
+            prompt = makers[category](i + attempt * step)
             if prompt not in seen:
                 seen.add(prompt)
-                prompts.append({"category": "general_" + category, "prompt": prompt})
+                prompts.append({"category": prefix + category, "prompt": prompt})
                 break
     rng.shuffle(prompts)
     return prompts
+
+
+# --- continuation prompts: longer windows of real text -------------------------------------------------
+# The two sets above are mostly short instructions; the suite's harder tasks carry long contexts (a page
+# of code, a paragraph to summarise, a puzzle). This set gives the target longer real contexts to carry
+# on from: windows of the standard library's own source files and module docstrings, chained paragraphs
+# of Python's documentation, tables and records of stdlib facts, and whole stdlib functions to rewrite,
+# test or explain. Same rule as above: no suite wording, scaffold or subject.
+
+
+@functools.lru_cache(maxsize=1)
+def _module_sources() -> tuple:
+    """(module name, source text, module docstring) of MODULES, read once."""
+    out = []
+    for name, module in _modules():
+        try:
+            source = inspect.getsource(module)
+        except (OSError, TypeError):
+            continue
+        out.append((name, source, inspect.getdoc(module) or ""))
+    return tuple(out)
+
+
+def _code_window(rng: random.Random, source: str, max_chars: int = 1100) -> str:
+    """Up to 60 lines of a source file, starting at a top-level or method definition, cut at a line end."""
+    lines = source.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "class ", "@"))] or [0]
+    start = rng.choice(starts)
+    window = lines[start:start + rng.randint(12, 60)]
+    text = "\n".join(window)
+    if len(text) > max_chars:
+        text = text[:text.rfind("\n", 0, max_chars)]
+    return text + "\n"
+
+
+def build_continuation_prompts(n: int = 2000, seed: int = 0) -> List[dict]:
+    """``n`` distinct prompts with long real contexts (windows of stdlib source, documentation cut mid-way,
+    tables and records of stdlib facts, whole functions to rewrite, test or explain, passages to turn into
+    quiz questions, glossaries or notes), drawn evenly from the categories and shuffled with ``seed``."""
+    rng = random.Random(seed + 104729)
+    sources = _module_sources()
+    documented_modules = [(name, doc) for name, _, doc in sources if len(doc) >= 300]
+    passages = _passages(rng)
+    # whole functions that leave room for the instruction and the answer in the 512-token context
+    functions = [f for f in _functions(rng) if 8 <= len(f[3].splitlines()) <= 45 and len(f[3]) <= 1000]
+    pick = rng.choice
+
+    def code_window(i):
+        name, source, _ = sources[i % len(sources)]
+        window = _code_window(rng, source)
+        return pick([window, f"# {name.replace('.', '/')}.py\n{window}", f"```python\n{window}"])
+
+    def docs_window(i):
+        if i % 2 and documented_modules:
+            name, doc = documented_modules[i % len(documented_modules)]
+            text = f"{name}\n{'=' * len(name)}\n\n{doc}"
+        else:
+            k = i % len(passages)
+            text = "\n\n".join(passages[k:k + rng.randint(2, 3)])
+        cut = rng.randint(min(250, len(text) - 1), min(900, len(text) - 1))
+        return text[:cut]
+
+    def function_task(i):
+        module, attr, obj, source = functions[i % len(functions)]
+        body = textwrap.dedent(source).rstrip()
+        return pick([f"```python\n{body}\n```\n\nRewrite `{attr}` with type hints and a docstring.\n\n```python\n",
+                     f"```python\n{body}\n```\n\nunittest tests for `{attr}`:\n\n```python\nimport unittest\n",
+                     f"```python\n{body}\n```\n\nWhich arguments make `{attr}` raise an exception, and why?\n\n",
+                     f"Here is `{module}.{attr}` from Python's standard library:\n\n```python\n{body}\n```\n\n"
+                     f"In plain words, line by line:\n\n1."])
+
+    def records(i):
+        rows = []
+        for m, attr, obj, _ in rng.sample(functions, min(len(functions), rng.randint(3, 6))):
+            rows.append((m, attr, len([p for p in _parameters(obj) if p not in ("self", "cls")]),
+                         _first_sentence(_doc(obj)).replace('"', "'")[:70]))
+        style = i % 3
+        if style == 0:
+            body = "\n".join(f"{m},{a},{k},\"{d}\"" for m, a, k, d in rows)
+            return f"module,name,parameters,summary\n{body}\n"
+        if style == 1:
+            return "\n".join(json.dumps({"module": m, "name": a, "parameters": k, "summary": d})
+                             for m, a, k, d in rows) + "\n"
+        body = "\n".join(f"| {m} | `{a}` | {k} | {d} |" for m, a, k, d in rows)
+        return f"| module | name | parameters | summary |\n|---|---|---|---|\n{body}\n"
+
+    def passage_task(i):
+        k = (i * 7) % len(passages)
+        text = "\n\n".join(passages[k:k + rng.randint(1, 2)])
+        return pick([f"{text}\n\nThree quiz questions on the passage above, each with its answer:\n\n1.",
+                     f"{text}\n\nGlossary of the technical terms used above:\n\n-",
+                     f"{text}\n\nThe same text, rewritten for a reader who does not program:\n\n",
+                     f"{text}\n\nNotes (bullet points):\n\n*"])
+
+    makers = {"code_window": code_window, "docs_window": docs_window, "function_task": function_task,
+              "records": records, "passage_task": passage_task}
+    return _draw_distinct(makers, n, "continue_", rng, step=7919)

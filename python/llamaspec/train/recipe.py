@@ -5,9 +5,12 @@
 Every stage resumes: a data folder (WORK_DIR/data, WORK_DIR/data-general) is reused when complete,
 training continues from WORK_DIR/train.pt. Stages:
 
-1. data: the target answers ``--prompts`` stdlib-derived prompts and ``--general-prompts`` prompts on
-   everyday subjects and formats (llamaspec.train.prompts; greedy, and sampled for ``--sampled-share`` of
-   them) and its features at ``--layers`` are captured, one folder per prompt set;
+1. data: the target answers ``--prompts`` stdlib-derived prompts, ``--general-prompts`` prompts on
+   everyday subjects and formats and ``--continuation-prompts`` prompts with long real contexts
+   (llamaspec.train.prompts; greedy, and sampled for ``--sampled-share`` of
+   them) and its features at ``--layers`` are captured, one folder per prompt set. The answers of a set
+   are kept in ``--answers-dir`` (llamaspec.train.answers; committed) and reused when the target, the
+   prompts and the settings are the same (``--answers-only``: stop once every set is answered);
 2. draft vocabulary: the ``--draft-vocab`` most frequent answer tokens (d2t), so the head's output and
    the Markov head's W2 have that many rows instead of 262,144;
 3. training: ``--steps`` AdamW steps of ``--batch`` rounds of block 8 (llamaspec.train.trainer) on all
@@ -31,13 +34,16 @@ import torch
 from ..evaluate import headless_pyplot
 from ..generator import load_model
 from .calibrate import calibrate
-from .data import distill
-from .prompts import build_general_prompts, build_prompts
+from .answers import answers_key, load_answers, save_answers, spot_check
+from .data import answer, distill
+from .prompts import build_continuation_prompts, build_general_prompts, build_prompts
 from .dspark import DSparkHead
 from .export import write_head_gguf
 from .trainer import DistilledData, draft_vocabulary, train
 
 DEFAULT_OUT = "python/llamaspec/models/gemma3-270m-dspark.gguf"  # run from the repository root
+DEFAULT_ANSWERS = "train-answers/gemma3-270m"  # the kept answers of each prompt set (llamaspec.train.answers)
+DATA_N_CTX = 512  # context of the answering and feature passes: prompt + answer fit in it
 
 
 def default_target() -> str:
@@ -107,21 +113,49 @@ def run(args) -> dict:
     record: dict = {"target": os.path.basename(target), "layers": layers}
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
 
-    # 1. data: one folder per prompt set
-    shards = [("data", build_prompts, args.prompts), ("data-general", build_general_prompts, args.general_prompts)]
+    # 1. data: one folder per prompt set; the answers come from --answers-dir when kept there
+    shards = [("data", build_prompts, args.prompts), ("data-general", build_general_prompts, args.general_prompts),
+              ("data-continuation", build_continuation_prompts, args.continuation_prompts)]
     folders = []
     record["data"] = {"shards": []}
+    model = load_model(target)
+    target_sha = sha256(target)
     for name, builder, count in shards:
         if not count:
             continue
         folder = work / name
+        kept_answers = {"file": None}
         if not (folder / "index.json").exists():
-            distill(target, folder, layers, prompts=builder(count, args.seed), max_tokens=args.max_tokens, n_seq=16,
-                    n_threads=args.threads, sampled_share=args.sampled_share, seed=args.seed)
+            prompts = builder(count, args.seed)
+            key = answers_key(target_sha, prompts, args.max_tokens, DATA_N_CTX, args.sampled_share, args.seed)
+            kept_path = Path(args.answers_dir) / f"{name}.npz"
+            prompt_ids = [model.tokenize(p["prompt"].encode("utf-8"), True)[: DATA_N_CTX - args.max_tokens - 1]
+                          for p in prompts]
+            samples = load_answers(kept_path, key, prompt_ids) if args.answers_dir else None
+            if samples is None:
+                samples = answer(model, prompts, args.max_tokens, n_seq=16, n_ctx=DATA_N_CTX, n_threads=args.threads,
+                                 sampled_share=args.sampled_share, seed=args.seed)
+                if args.answers_dir:
+                    save_answers(kept_path, samples, key)
+                    print(f"answers of {name} kept in {kept_path}", flush=True)
+            else:
+                kept_answers = {"file": kept_path.as_posix(),
+                                "spot_check": spot_check(model, samples, args.max_tokens, n_threads=args.threads)}
+                print(f"answers of {name} from {kept_path}: {kept_answers['spot_check']}", flush=True)
+            if args.answers_only:
+                continue
+            distill(target, folder, layers, prompts=prompts, max_tokens=args.max_tokens, n_ctx=DATA_N_CTX,
+                    n_threads=args.threads, sampled_share=args.sampled_share, seed=args.seed, answers=samples)
+            (folder / "kept_answers.json").write_text(json.dumps(kept_answers))
         manifest = json.loads((folder / "index.json").read_text())
+        kept_file = folder / "kept_answers.json"
         record["data"]["shards"].append(dict({k: v for k, v in manifest.items() if k not in ("samples", "target")},
-                                             prompts=builder.__name__))
+                                             prompts=builder.__name__,
+                                             kept_answers=json.loads(kept_file.read_text()) if kept_file.exists()
+                                             else None))
         folders.append(folder)
+    if args.answers_only:
+        return record
     for key in ("n_samples", "n_tokens", "n_answer_tokens", "answer_seconds", "total_seconds", "bytes"):
         record["data"][key] = round(sum(shard[key] for shard in record["data"]["shards"]), 1)
     trainset = DistilledData(folders, "train")
@@ -129,7 +163,6 @@ def run(args) -> dict:
     record["data"].update({"train_samples": len(trainset.samples), "heldout_samples": len(heldout.samples)})
 
     # 2. draft vocabulary
-    model = load_model(target)
     n_vocab = model.n_vocab
     end_of_generation = [t for t in range(n_vocab) if model.is_eog(t)]
     vocab, coverage = draft_vocabulary(trainset, n_vocab, args.draft_vocab, always=end_of_generation,
@@ -168,7 +201,8 @@ def run(args) -> dict:
                         "quantized": sorted(plan)}
     record["reproduce"] = ("python -m llamaspec.train.recipe --work WORK_DIR " +
                            " ".join(f"--{k.replace('_', '-')} {v}" for k, v in sorted(vars(args).items())
-                                    if k not in ("work", "target", "threads", "plots") and v is not None))
+                                    if k not in ("work", "target", "threads", "plots", "answers_dir", "answers_only")
+                                    and v is not None))
     out.with_suffix(".json").write_text(json.dumps(record, indent=1))
     plot_training(record, plots / "dspark_gemma_training.png")
     return record
@@ -183,7 +217,15 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", type=int, default=2000, help="stdlib-derived prompts (llamaspec.train.prompts)")
     ap.add_argument("--general-prompts", type=int, default=2000,
                     help="prompts on everyday subjects and formats (build_general_prompts); 0 for none")
+    ap.add_argument("--continuation-prompts", type=int, default=0,
+                    help="prompts with long real contexts (build_continuation_prompts); 0 for none (the committed "
+                         "head was trained without them)")
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--answers-dir", default=DEFAULT_ANSWERS,
+                    help="where each prompt set's answers are kept and looked for (llamaspec.train.answers); "
+                         "'' to answer every set afresh and keep nothing")
+    ap.add_argument("--answers-only", action="store_true",
+                    help="stop after answering (and keeping) the prompt sets: no features, no training")
     ap.add_argument("--sampled-share", type=float, default=0.3)
     ap.add_argument("--draft-vocab", type=int, default=24576)
     ap.add_argument("--n-layer", type=int, default=1)
@@ -202,6 +244,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args(argv)
     record = run(args)
+    if args.answers_only:
+        return 0
     summary = {k: record[k] for k in ("data", "draft_vocab", "export")}
     summary["training"] = {k: v for k, v in record["training"].items() if k != "history"}
     summary["calibration"] = {"a": record["calibration"]["a"], "c": record["calibration"]["c"],

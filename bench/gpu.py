@@ -80,7 +80,7 @@ def main() -> None:
         target_path, draft_path = write_models(Path(tmp))
         model_seconds = time.perf_counter() - t0
         target, draft = llamaspec.load_model(target_path), llamaspec.load_model(draft_path)
-        devices = getattr(target, "devices", None)
+        devices = target.devices
         prompts = suite_prompts(max(batches))
         kw = dict(max_tokens=n_tok, ignore_eos=True)
 

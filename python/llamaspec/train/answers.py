@@ -1,9 +1,9 @@
 """Kept answers: step 1 of the training data (the target's answers to one prompt set), saved small.
 
-Answering 2,000 prompts takes the Gemma target about 30 minutes on 2 cores; capturing the features of
+Answering 2,000 prompts takes the Gemma target 20-26 minutes on 2 cores; capturing the features of
 the same tokens about 8. A session of this project has 3 hours and keeps no files outside the
-repository, so the answers of each prompt set are kept in the repository (``train-answers/``, about
-1 MB per set) and a later run recomputes only the features. That lets the data grow by a prompt set
+repository, so the answers of each prompt set are kept in the repository (``train-answers/``, 140-180 KB
+per set) and a later run recomputes only the features. That lets the data grow by a prompt set
 per session instead of being capped by what one session can answer.
 
 A file is used only for exactly what made it: its key is the sha256 of the target GGUF, the prompts

@@ -32,6 +32,11 @@ from ..generator import load_model
 from .prompts import build_prompts
 
 
+def prompt_ids(model, prompts: list, n_ctx: int, max_tokens: int) -> list:
+    """Each prompt's token ids (BOS included), cut so that the prompt and ``max_tokens`` fit in ``n_ctx``."""
+    return [model.tokenize(item["prompt"].encode("utf-8"), True)[: n_ctx - max_tokens - 1] for item in prompts]
+
+
 def answer(model, prompts: list, max_tokens: int = 128, n_seq: int = 16, n_ctx: int = 512,
            n_threads: Optional[int] = None, sampled_share: float = 0.5, seed: int = 0,
            progress: bool = True) -> list:
@@ -42,8 +47,7 @@ def answer(model, prompts: list, max_tokens: int = 128, n_seq: int = 16, n_ctx: 
     batch = Batch(model, n_seq=n_seq, spec_type="none", n_ctx=n_ctx, n_threads=n_threads)
     rng = random.Random(seed)
     samples = []
-    for i, item in enumerate(prompts):
-        ids = model.tokenize(item["prompt"].encode("utf-8"), True)[: n_ctx - max_tokens - 1]
+    for i, (item, ids) in enumerate(zip(prompts, prompt_ids(model, prompts, n_ctx, max_tokens))):
         temperature = 0.8 if rng.random() < sampled_share else 0.0
         request = batch.submit(ids, max_tokens, temperature=temperature, top_p=0.95, seed=seed + i)
         samples.append({"category": item.get("category", ""), "temperature": temperature, "prompt_ids": ids,

@@ -2,7 +2,7 @@
 
     python -m llamaspec.train.recipe --work WORK_DIR [--out python/llamaspec/models/gemma3-270m-dspark.gguf]
 
-Every stage resumes: a data folder (WORK_DIR/data, WORK_DIR/data-general) is reused when complete,
+Every stage resumes: a data folder (WORK_DIR/data, data-general, data-continuation) is reused when complete,
 training continues from WORK_DIR/train.pt. Stages:
 
 1. data: the target answers ``--prompts`` stdlib-derived prompts, ``--general-prompts`` prompts on
@@ -35,7 +35,7 @@ from ..evaluate import headless_pyplot
 from ..generator import load_model
 from .calibrate import calibrate
 from .answers import answers_key, load_answers, save_answers, spot_check
-from .data import answer, distill
+from .data import answer, distill, prompt_ids
 from .prompts import build_continuation_prompts, build_general_prompts, build_prompts
 from .dspark import DSparkHead
 from .export import write_head_gguf
@@ -119,7 +119,7 @@ def run(args) -> dict:
     folders = []
     record["data"] = {"shards": []}
     model = load_model(target)
-    target_sha = sha256(target)
+    target_sha = None  # hashed only when a folder is built (253 MB to read)
     for name, builder, count in shards:
         if not count:
             continue
@@ -127,11 +127,11 @@ def run(args) -> dict:
         kept_answers = {"file": None}
         if not (folder / "index.json").exists():
             prompts = builder(count, args.seed)
+            target_sha = target_sha or sha256(target)
             key = answers_key(target_sha, prompts, args.max_tokens, DATA_N_CTX, args.sampled_share, args.seed)
             kept_path = Path(args.answers_dir) / f"{name}.npz"
-            prompt_ids = [model.tokenize(p["prompt"].encode("utf-8"), True)[: DATA_N_CTX - args.max_tokens - 1]
-                          for p in prompts]
-            samples = load_answers(kept_path, key, prompt_ids) if args.answers_dir else None
+            ids = prompt_ids(model, prompts, DATA_N_CTX, args.max_tokens)
+            samples = load_answers(kept_path, key, ids) if args.answers_dir else None
             if samples is None:
                 samples = answer(model, prompts, args.max_tokens, n_seq=16, n_ctx=DATA_N_CTX, n_threads=args.threads,
                                  sampled_share=args.sampled_share, seed=args.seed)
@@ -144,7 +144,7 @@ def run(args) -> dict:
                 print(f"answers of {name} from {kept_path}: {kept_answers['spot_check']}", flush=True)
             if args.answers_only:
                 continue
-            distill(target, folder, layers, prompts=prompts, max_tokens=args.max_tokens, n_ctx=DATA_N_CTX,
+            distill(model, folder, layers, prompts=prompts, max_tokens=args.max_tokens, n_ctx=DATA_N_CTX,
                     n_threads=args.threads, sampled_share=args.sampled_share, seed=args.seed, answers=samples)
             (folder / "kept_answers.json").write_text(json.dumps(kept_answers))
         manifest = json.loads((folder / "index.json").read_text())

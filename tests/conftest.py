@@ -28,6 +28,14 @@ def target_model(models):
     return llamaspec.Model(models["target"])
 
 
+def on_gpu() -> bool:
+    """A CUDA build on a GPU machine: the models' layers run there, where kernels are chosen by batch width
+    (README, "Batch invariance": the batch-invariant kernels are CPU ones)."""
+    import llamaspec
+
+    return llamaspec.supports_gpu_offload()
+
+
 PROMPTS = [
     "Hello world, this is a test of speculative decoding.",
     "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n",

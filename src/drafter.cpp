@@ -269,7 +269,8 @@ Drafter::Drafter(const common_params & base, const ModelPtr & target, Context & 
       params_(base.speculative),
       n_max_(base.speculative.draft.n_max),
       n_seq_((uint32_t) std::max(1, base.n_parallel)),
-      dft_cache_has_tail_(n_seq_, 0) {
+      dft_cache_has_tail_(n_seq_, 0),
+      drafted_kept_(n_seq_) {
     const auto model_type = std::find_if(types_.begin(), types_.end(), is_model_drafter);
     model_type_ = model_type == types_.end() ? COMMON_SPECULATIVE_TYPE_NONE : *model_type;
     if (!active()) {
@@ -296,6 +297,7 @@ Drafter::Drafter(const common_params & base, const ModelPtr & target, Context & 
         // snapshots of the latest batch cannot do: it uses checkpoints (max_rollback 0).
         ctx_dft_ = std::make_unique<Context>(model, cparams, 0, role, rollback);
         pending_batch_ = common_batch(ctx_dft_->get());
+        process_batch_ = common_batch(ctx_dft_->get());
     }
     params_.draft.ctx_tgt = ctx_tgt_.get();
     params_.draft.ctx_dft = ctx_dft_ ? ctx_dft_->get() : nullptr;
@@ -332,6 +334,9 @@ void Drafter::begin(const llama_tokens & prompt_history, size_t n_keep) {
         catch_up_from = keep;
     }
     std::fill(dft_cache_has_tail_.begin(), dft_cache_has_tail_.end(), 0);
+    for (auto & kept : drafted_kept_) {
+        kept.tokens.clear();
+    }
     // a fresh state per generation, so one generation never depends on the previous one
     spec_.reset();
     spec_.reset(common_speculative_init(params_, n_seq_));
@@ -348,21 +353,67 @@ void Drafter::begin(const llama_tokens & prompt_history, size_t n_keep) {
     }
 }
 
+bool Drafter::keeps_drafted_steps() const {
+    return ctx_dft_ && types_.size() == 1 && model_type_ == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE &&
+           ctx_dft_->rollback_mode() == RollbackMode::Remove;
+}
+
+bool Drafter::already_decoded(const common_batch::token & t) const {
+    if (t.seq_id < 0 || (uint32_t) t.seq_id >= n_seq_ || !t.seq_ids_extra.empty()) {
+        return false;
+    }
+    const DraftedKept & kept = drafted_kept_[t.seq_id];
+    const llama_pos i = t.pos[0] - kept.pos0;
+    if (i < 0 || i >= (llama_pos) kept.tokens.size()) {
+        return false;
+    }
+    if (kept.tokens[i] != t.id) {
+        // the engines verify exactly id_last + the draft: anything else is a bug here, not bad input
+        throw std::logic_error("the target batch differs from what the draft model drafted at position " +
+                               std::to_string(t.pos[0]));
+    }
+    return true;
+}
+
+void Drafter::forget_drafted(const common_batch & batch) {
+    // a sequence's kept steps serve its next target batch only (the others' may still be coming)
+    for (const auto & t : batch.tokens) {
+        if (t.seq_id >= 0 && (uint32_t) t.seq_id < n_seq_) {
+            drafted_kept_[t.seq_id].tokens.clear();
+        }
+    }
+}
+
 void Drafter::process(const common_batch & batch) {
     if (!spec_) {
         return;
     }
+    const bool skip_kept = keeps_drafted_steps();
     if (defer_process_ && sequential()) {
         for (const auto & t : batch.tokens) {
-            pending_.emplace_back(t.id, t.pos[0]);
+            if (!(skip_kept && already_decoded(t))) {
+                pending_.emplace_back(t.id, t.pos[0]);
+            }
         }
+        forget_drafted(batch);
         return;
     }
-    if (!common_speculative_process(spec_.get(), batch)) {
+    const common_batch * input = &batch;
+    if (skip_kept) {
+        process_batch_.clear();
+        for (const auto & t : batch.tokens) {
+            if (!already_decoded(t)) {
+                process_batch_.add(t.id, t.pos[0], t.seq_id, false);
+            }
+        }
+        forget_drafted(batch);
+        input = &process_batch_;
+    }
+    if (!common_speculative_process(spec_.get(), *input)) {
         throw std::runtime_error("the drafter failed to process the target batch");
     }
     if (ctx_dft_) {
-        ctx_dft_->record(batch);
+        ctx_dft_->record(*input);
     }
     // the draft cache may now hold positions the target rejects (not when the input is deferred:
     // a DFlash/DSpark head keeps the features until its next draft; EAGLE3 and MTP decode them now)
@@ -424,6 +475,7 @@ void Drafter::begin_sequence(llama_seq_id seq, const llama_tokens & prompt_histo
         ctx_dft_->trim(seq, 0);
     }
     dft_cache_has_tail_.at(seq) = 0;
+    drafted_kept_.at(seq).tokens.clear();
     common_speculative_begin(spec_.get(), seq, prompt_history);
 }
 
@@ -448,7 +500,7 @@ void Drafter::request_draft(llama_seq_id seq, llama_pos pos0, llama_token id_las
     params.result = &out;
     params.confidence = &confidence;
     params.keep_drafting = std::move(keep_drafting);
-    requests_.push_back({seq, n_max, pos0, &out, &confidence});
+    requests_.push_back({seq, n_max, pos0, id_last, &out, &confidence});
 }
 
 void Drafter::draft_requested() {
@@ -465,7 +517,21 @@ void Drafter::draft_requested() {
         }
         // n-gram lookups carry no confidence
         r.confidence->resize(r.out->size(), NAN);
-        if (ctx_dft_) {
+        if (ctx_dft_ && keeps_drafted_steps()) {
+            // the draft model decoded id_last at pos0 and draft token i at pos0 + 1 + i (all but the last):
+            // keep them for the verification batch, which holds the same tokens at the same positions
+            const llama_pos n_decoded = std::min<llama_pos>(ctx_dft_->n_pos(r.seq) - r.pos0,
+                                                            (llama_pos) r.out->size() + 1);
+            DraftedKept & kept = drafted_kept_[r.seq];
+            kept.pos0 = r.pos0;
+            kept.tokens.clear();
+            if (n_decoded > 0) {
+                kept.tokens.push_back(r.id_last);
+                kept.tokens.insert(kept.tokens.end(), r.out->begin(), r.out->begin() + (n_decoded - 1));
+                dft_cache_has_tail_[r.seq] = 1;  // accept() trims the rejected ones
+            }
+            ctx_dft_->trim(r.seq, r.pos0 + std::max<llama_pos>(n_decoded, 0));
+        } else if (ctx_dft_) {
             // drafting may have written block positions into the draft cache: keep the verified prefix only
             ctx_dft_->trim(r.seq, r.pos0);
         }
@@ -497,6 +563,9 @@ void Drafter::reset_state() {
         ctx_dft_->clear();
     }
     std::fill(dft_cache_has_tail_.begin(), dft_cache_has_tail_.end(), 0);
+    for (auto & kept : drafted_kept_) {
+        kept.tokens.clear();
+    }
 }
 
 void Drafter::end_sequence(llama_seq_id seq) {
@@ -505,6 +574,7 @@ void Drafter::end_sequence(llama_seq_id seq) {
     }
     if (seq >= 0 && (uint32_t) seq < n_seq_) {
         dft_cache_has_tail_[seq] = 0;
+        drafted_kept_[seq].tokens.clear();
     }
 }
 

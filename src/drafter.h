@@ -120,12 +120,28 @@ private:
         llama_seq_id seq;
         int32_t n_max;
         llama_pos pos0;
+        llama_token id_last;
         llama_tokens * out;
         std::vector<float> * confidence;
     };
+    // A draft model decodes id_last and each drafted token but the last while drafting, at the very
+    // positions the target then verifies. Those cache entries are kept (drafted_kept_) and process()
+    // skips them, so the verified tokens are not decoded a second time (llama-server does decode them
+    // again: its TAG_SPEC_AVOID_DRAFT_REEVAL). Only for a lone draft-simple drafter whose cache can
+    // drop a tail (RollbackMode::Remove): the draft cache then holds exactly what was drafted.
+    struct DraftedKept {
+        llama_pos pos0 = 0;
+        llama_tokens tokens;  // id_last, then the drafted tokens the draft model decoded, from pos0 on
+    };
+    bool keeps_drafted_steps() const;
+    // is this entry of a target batch already in the draft cache (decoded while drafting)?
+    bool already_decoded(const common_batch::token & t) const;
+    void forget_drafted(const common_batch & batch);
     std::vector<Request> requests_;  // drafts asked for since the last draft_requested()
     std::vector<std::pair<llama_token, llama_pos>> pending_;  // deferred target tokens, in order
     common_batch pending_batch_;
+    std::vector<DraftedKept> drafted_kept_;  // per sequence, until the next process()
+    common_batch process_batch_;             // a target batch less what the draft cache already has
     // per sequence: the draft cache may hold positions past the accepted prefix (cleared in
     // accept(); a per-round scan of the draft cache is not free on small targets)
     std::vector<char> dft_cache_has_tail_;

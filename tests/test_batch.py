@@ -71,6 +71,22 @@ def test_batched_greedy_equals_solo_every_drafter(models, target_model, spec_typ
     gen.close()
 
 
+@pytest.mark.parametrize("n_seq", [1, 5])
+def test_batched_self_draft_accepts_every_position(models, target_model, n_seq):
+    """The target as its own draft-simple draft, several sequences at once: every drafted position is
+    accepted. The draft model keeps the cache entries it wrote while drafting and never decodes the
+    verified tokens again (Drafter::already_decoded), so a wrong entry kept would show here."""
+    gen = llamaspec.Generator(target_model, models["target"], n_max=4, spec_type="draft-simple", n_ctx=256)
+    prompts = PROMPTS[:5]
+    max_tokens = [9, 23, 17, 30, 12]
+    results = gen.generate_batch(prompts, max_tokens, n_seq=n_seq, ignore_eos=True)
+    assert [r.tokens for r in results] == solo_tokens(gen, prompts, max_tokens, ignore_eos=True)
+    for r in results:
+        assert r.stats.drafted.sum() > 0
+        np.testing.assert_array_equal(r.stats.accepted, r.stats.drafted)
+    gen.close()
+
+
 @pytest.mark.parametrize("case", ["qwen35-draft", "qwen35moe-draft", "qwen35-mtp", "qwen3-eagle3", "qwen35-eagle3"])
 @pytest.mark.parametrize("rollback", ["auto", "checkpoint"])
 def test_batched_greedy_equals_solo_hybrids(hybrid_models, case, rollback):

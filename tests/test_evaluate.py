@@ -62,7 +62,11 @@ def test_runs_alternate_their_order_and_ratios_pair_repeats(report):
 def test_confidence_calibration_for_the_dspark_head(report):
     cal = report.calibration("dspark")
     assert cal and all(0 <= c["ece"] <= 1 for c in cal.values())
-    assert sum(c["n"] for c in cal.values()) == sum(r.stats.n_drafted for r in report.runs if r.drafter == "dspark")
+    # scored: the draft tokens the target judged, up to and including each round's first rejection
+    judged = sum(int(np.minimum(r.stats.drafted, r.stats.accepted + 1).sum())
+                 for r in report.runs if r.drafter == "dspark")
+    assert sum(c["n"] for c in cal.values()) == judged
+    assert judged < sum(r.stats.n_drafted for r in report.runs if r.drafter == "dspark")
     assert report.calibration("ngram") == {}  # n-gram drafts carry no confidence
 
 

@@ -85,6 +85,13 @@ def test_kept_answers_give_the_same_data(target_model, tmp_path):
     assert load_answers(tmp_path / "missing.npz", key, prompt_ids) is None
     check = spot_check(target_model, kept, 12, n_ctx=256)
     assert check["checked"] > 0 and check["equal"] == check["checked"]
+    assert check["first_difference"] == [None] * check["checked"]
+    # one token changed in every greedy answer: found where it was changed
+    at = {i: min(5, len(s["answer"]) - 1) for i, s in enumerate(kept) if s["temperature"] == 0}
+    altered = [dict(s, answer=s["answer"][:at[i]] + [(s["answer"][at[i]] + 1) % 100] + s["answer"][at[i] + 1:])
+               if i in at else s for i, s in enumerate(kept)]
+    check = spot_check(target_model, altered, 12, n_ctx=256)
+    assert check["equal"] == 0 and check["first_difference"] == list(at.values())[:check["checked"]]
 
     fresh = distill(target_model, tmp_path / "fresh", layers=[1, 3], prompts=prompts, n_seq=4, progress=False,
                     **settings)

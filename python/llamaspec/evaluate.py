@@ -117,10 +117,16 @@ def calibration(confidence: np.ndarray, accepted: np.ndarray, n_bins: int = 10) 
 
 
 def verified_tokens(stats: SpecStats):
-    """Per verified draft token: (position 1.., confidence, accepted?) from a generation's stats."""
+    """Per draft token the target judged: (position 1.., confidence, accepted?) from a generation's stats.
+
+    Acceptance is a prefix: a round's draft tokens past its first rejection are never compared with the
+    target, so they are left out. A confidence is thus scored against P(accepted | the positions before it
+    were): what a DSpark confidence head estimates (llamaspec.train.calibrate), what the scheduler's online
+    calibration counts (src/scheduler.cpp) and the denominator of ``SpecStats.conditional_acceptance``.
+    """
     positions, confidences, accepted = [], [], []
     for r, conf in enumerate(stats.round_confidence):
-        for j in range(int(stats.drafted[r])):
+        for j in range(min(int(stats.drafted[r]), int(stats.accepted[r]) + 1)):
             positions.append(j + 1)
             confidences.append(conf[j] if j < len(conf) else np.nan)
             accepted.append(j < stats.accepted[r])

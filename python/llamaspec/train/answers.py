@@ -63,7 +63,13 @@ def load_answers(path, key: str, prompt_ids: list) -> Optional[list]:
 def spot_check(model, samples: list, max_tokens: int, n: int = 8, n_ctx: int = 512,
                n_threads: Optional[int] = None) -> dict:
     """Re-answer the first ``n`` greedy samples with the target (``max_tokens`` as when they were made)
-    and count how many equal the kept answers."""
+    and count how many equal the kept answers; ``first_difference``: per sample, the index of the first
+    answer token that differs (None where equal).
+
+    Greedy answers are bit-exact on one machine, but a CPU with other kernels (AVX512 against AVX2 dot
+    products, say) rounds differently and may flip a near-tie argmax somewhere in an answer, after which
+    the two texts part. The kept answers are still the target's own text, and the features are always
+    computed on this machine over the kept tokens, so the data stays self-distilled and consistent."""
     from ..batch import Batch
 
     greedy = [s for s in samples if s["temperature"] == 0.0][:n]
@@ -74,5 +80,10 @@ def spot_check(model, samples: list, max_tokens: int, n: int = 8, n_ctx: int = 5
         results = batch.generate([s["prompt_ids"] for s in greedy], max_tokens)
     finally:
         batch.close()
-    equal = sum(list(r.tokens) == s["answer"] for r, s in zip(results, greedy))
-    return {"checked": len(greedy), "equal": int(equal)}
+    first_difference = []
+    for r, s in zip(results, greedy):
+        ours, kept = list(r.tokens), s["answer"]
+        differ = [i for i, (a, b) in enumerate(zip(ours, kept)) if a != b]
+        first_difference.append(differ[0] if differ else (None if len(ours) == len(kept) else min(len(ours), len(kept))))
+    equal = sum(d is None for d in first_difference)
+    return {"checked": len(greedy), "equal": int(equal), "first_difference": first_difference}

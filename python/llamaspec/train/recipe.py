@@ -191,6 +191,7 @@ def run(args) -> dict:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     plots = Path(args.plots or ("bench/results" if Path("bench/results").is_dir() else out.parent))
+    plots.mkdir(parents=True, exist_ok=True)
     record["calibration"] = calibrate(head, heldout, n_rounds=args.calibration_rounds,
                                       plot_path=str(plots / "dspark_gemma_heldout_calibration.png"))
 
@@ -217,9 +218,8 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", type=int, default=2000, help="stdlib-derived prompts (llamaspec.train.prompts)")
     ap.add_argument("--general-prompts", type=int, default=2000,
                     help="prompts on everyday subjects and formats (build_general_prompts); 0 for none")
-    ap.add_argument("--continuation-prompts", type=int, default=0,
-                    help="prompts with long real contexts (build_continuation_prompts); 0 for none (the committed "
-                         "head was trained without them)")
+    ap.add_argument("--continuation-prompts", type=int, default=2000,
+                    help="prompts with long real contexts (build_continuation_prompts); 0 for none")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--answers-dir", default=DEFAULT_ANSWERS,
                     help="where each prompt set's answers are kept and looked for (llamaspec.train.answers); "
@@ -231,7 +231,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n-layer", type=int, default=1)
     ap.add_argument("--n-ff", type=int, default=1024)
     ap.add_argument("--rank", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=4500)
+    ap.add_argument("--steps", type=int, default=6000)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)

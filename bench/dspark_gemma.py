@@ -12,8 +12,9 @@ One interleaved llamaspec.evaluate() run: plain decoding, the head at fixed n_ma
   text? its acceptance);
 * the confidence head per position on these rounds (n_max 8), scored on the draft tokens the target
   judged (each round up to its first rejection: the head estimates P(accepted | the positions before
-  were), llamaspec.evaluate.verified_tokens): AUC and ECE after calibration (as shipped) and before (the shipped confidence with the recipe's Platt scaling undone:
-  z = (logit(p) - c) / a), with a reliability diagram ``dspark_gemma_calibration.png``.
+  were), llamaspec.evaluate.verified_tokens): AUC and ECE after calibration (as shipped) and before
+  (the shipped confidence with the recipe's Platt scaling undone: z = (logit(p) - c) / a), with a
+  reliability diagram ``dspark_gemma_calibration.png``.
 
 Writes bench/results/dspark_gemma.{md,json} and the two plots.
 """

@@ -298,6 +298,8 @@ Drafter::Drafter(const common_params & base, const ModelPtr & target, Context & 
         ctx_dft_ = std::make_unique<Context>(model, cparams, 0, role, rollback);
         pending_batch_ = common_batch(ctx_dft_->get());
         process_batch_ = common_batch(ctx_dft_->get());
+        keeps_drafted_steps_ = types_.size() == 1 && model_type_ == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE &&
+                               ctx_dft_->rollback_mode() == RollbackMode::Remove;
     }
     params_.draft.ctx_tgt = ctx_tgt_.get();
     params_.draft.ctx_dft = ctx_dft_ ? ctx_dft_->get() : nullptr;
@@ -353,11 +355,6 @@ void Drafter::begin(const llama_tokens & prompt_history, size_t n_keep) {
     }
 }
 
-bool Drafter::keeps_drafted_steps() const {
-    return ctx_dft_ && types_.size() == 1 && model_type_ == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE &&
-           ctx_dft_->rollback_mode() == RollbackMode::Remove;
-}
-
 bool Drafter::already_decoded(const common_batch::token & t) const {
     if (t.seq_id < 0 || (uint32_t) t.seq_id >= n_seq_ || !t.seq_ids_extra.empty()) {
         return false;
@@ -388,10 +385,9 @@ void Drafter::process(const common_batch & batch) {
     if (!spec_) {
         return;
     }
-    const bool skip_kept = keeps_drafted_steps();
     if (defer_process_ && sequential()) {
         for (const auto & t : batch.tokens) {
-            if (!(skip_kept && already_decoded(t))) {
+            if (!(keeps_drafted_steps_ && already_decoded(t))) {
                 pending_.emplace_back(t.id, t.pos[0]);
             }
         }
@@ -399,7 +395,7 @@ void Drafter::process(const common_batch & batch) {
         return;
     }
     const common_batch * input = &batch;
-    if (skip_kept) {
+    if (keeps_drafted_steps_) {
         process_batch_.clear();
         for (const auto & t : batch.tokens) {
             if (!already_decoded(t)) {
@@ -517,7 +513,7 @@ void Drafter::draft_requested() {
         }
         // n-gram lookups carry no confidence
         r.confidence->resize(r.out->size(), NAN);
-        if (ctx_dft_ && keeps_drafted_steps()) {
+        if (keeps_drafted_steps_) {
             // the draft model decoded id_last at pos0 and draft token i at pos0 + 1 + i (all but the last):
             // keep them for the verification batch, which holds the same tokens at the same positions
             const llama_pos n_decoded = std::min<llama_pos>(ctx_dft_->n_pos(r.seq) - r.pos0,

@@ -133,7 +133,7 @@ private:
         llama_pos pos0 = 0;
         llama_tokens tokens;  // id_last, then the drafted tokens the draft model decoded, from pos0 on
     };
-    bool keeps_drafted_steps() const;
+    bool keeps_drafted_steps_ = false;  // set once the draft context exists
     // is this entry of a target batch already in the draft cache (decoded while drafting)?
     bool already_decoded(const common_batch::token & t) const;
     void forget_drafted(const common_batch & batch);

@@ -80,10 +80,14 @@ def spot_check(model, samples: list, max_tokens: int, n: int = 8, n_ctx: int = 5
         results = batch.generate([s["prompt_ids"] for s in greedy], max_tokens)
     finally:
         batch.close()
-    first_difference = []
-    for r, s in zip(results, greedy):
-        ours, kept = list(r.tokens), s["answer"]
-        differ = [i for i, (a, b) in enumerate(zip(ours, kept)) if a != b]
-        first_difference.append(differ[0] if differ else (None if len(ours) == len(kept) else min(len(ours), len(kept))))
+    first_difference = [_first_difference(list(r.tokens), s["answer"]) for r, s in zip(results, greedy)]
     equal = sum(d is None for d in first_difference)
     return {"checked": len(greedy), "equal": int(equal), "first_difference": first_difference}
+
+
+def _first_difference(a: list, b: list) -> Optional[int]:
+    """Index of the first token where a and b differ (where the shorter ends if one is a prefix); None if equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))

@@ -87,6 +87,31 @@ def test_padded_training_batch_equals_single_blocks(models, tmp_path):
             torch.testing.assert_close(conf[i], one_conf, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_several_blocks_per_context_equal_single_blocks(models, tmp_path, causal):
+    """Training's several rounds per sample (blocks sharing one context, each seeing only the context rows
+    before its anchor and its own block) give every block the output of a lone block on its own context."""
+    head_path = tmp_path / "head.gguf"
+    tiny_models.write_dspark(head_path, models["target"], block_size=4, own_embeddings=True, n_layer=2, seed=7)
+    head = DSparkHead.from_gguf(str(head_path))
+    head.c.causal = causal
+    rng = np.random.default_rng(2)
+    width = len(head.c.target_layers) * head.c.n_embd
+    anchors = torch.tensor([[5, 2, 9], [1, 7, 7]])
+    features = torch.from_numpy(rng.normal(size=(2, 12, width)).astype(np.float32))
+    blocks = torch.from_numpy(rng.integers(0, head.c.n_vocab, size=(2, 3, 4)))
+    prev = torch.from_numpy(rng.integers(0, head.c.n_vocab, size=(2, 3, 4)))
+    with torch.no_grad():
+        logits, conf = head.forward_batch(features, anchors, blocks, prev)
+        assert logits.shape[:3] == (2, 3, 4) and conf.shape == (2, 3, 4)
+        for b in range(2):
+            for a in range(3):
+                p = int(anchors[b, a])
+                one, one_conf = head(features[b, :p], blocks[b, a], p, markov_prev=prev[b, a])
+                torch.testing.assert_close(logits[b, a], one, rtol=1e-5, atol=1e-5)
+                torch.testing.assert_close(conf[b, a], one_conf, rtol=1e-5, atol=1e-6)
+
+
 def test_training_on_distilled_data_lowers_the_loss(models, target_model, tmp_path):
     """A few dozen steps on the tiny target's own answers: the head learns (cross-entropy falls well below
     its start, first-slot accuracy rises)."""
@@ -281,9 +306,16 @@ def test_distilled_data_reads_several_folders_as_one(tmp_path):
     counts = both.token_counts(200, "answer")
     assert counts[[2, 3, 102, 103]].tolist() == [1, 1, 1, 1] and counts.sum() == 84
     assert len(DistilledData([tmp_path / "a", tmp_path / "b"], "heldout").samples) == 4  # samples 0 and 20 of each
-    features, ctx_len, tokens, prev, labels = both.batch(np.random.default_rng(0), 64, 2, mask_token=-1)
-    for b in range(64):
-        p = int(ctx_len[b])
-        # the context features are the rows of the anchor's own sample and folder, up to the anchor
-        assert features[b, :p, 0].tolist() == list(range(int(tokens[b, 0]) - p, int(tokens[b, 0])))
-        assert int(labels[b, 0]) == int(tokens[b, 0]) + 1
+    for n_anchors in (1, 3):
+        features, anchors, tokens, prev, labels = both.batch(np.random.default_rng(0), 64, 2, mask_token=-1,
+                                                             anchors=n_anchors)
+        assert anchors.shape == (64, n_anchors) and tokens.shape == labels.shape == (64, n_anchors, 2)
+        for b in range(64):
+            longest = int(anchors[b].max())
+            # the context features are the rows of the anchors' own sample and folder, up to the last anchor
+            first = int(tokens[b, anchors[b].argmax(), 0]) - longest
+            assert features[b, :longest, 0].tolist() == list(range(first, first + longest))
+            for a in range(n_anchors):
+                assert int(tokens[b, a, 0]) == first + int(anchors[b, a])
+                assert int(labels[b, a, 0]) == int(tokens[b, a, 0]) + 1  # the next token of the same sample
+                assert int(prev[b, a, 0]) == int(tokens[b, a, 0])  # slot 1's Markov input is the anchor

@@ -99,9 +99,10 @@ class DSparkLayer(nn.Module):
                          c.rope_theta)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, g: torch.Tensor, ctx_pos: torch.Tensor,
-                ctx_valid: torch.Tensor) -> torch.Tensor:
-        """x [B, k, E] block at positions pos [B, k]; g [B, P, E] encoded context at ctx_pos [B, P], of which
-        ctx_valid [B, P] marks the real (unpadded) rows. The context keys/values come from g directly."""
+                visible: torch.Tensor) -> torch.Tensor:
+        """x [B, Q, E] block tokens at positions pos [B, Q]; g [B, P, E] encoded context at ctx_pos [B, P];
+        visible [B, Q, P + Q]: which context rows and block rows each block token attends to. The context
+        keys/values come from g directly."""
         c = self.c
         b, n, _ = x.shape
         a = rms_norm(x, self.attn_norm, c.rms_eps)
@@ -109,14 +110,10 @@ class DSparkLayer(nn.Module):
         k = torch.cat([self._keys(g, ctx_pos), self._keys(a, pos)], dim=1)
         v = torch.cat([self._heads(self.attn_v, g, c.n_head_kv), self._heads(self.attn_v, a, c.n_head_kv)], dim=1)
         group = c.n_head // c.n_head_kv
-        k = k.repeat_interleave(group, dim=2)  # [B, P + k, H, D]
+        k = k.repeat_interleave(group, dim=2)  # [B, P + Q, H, D]
         v = v.repeat_interleave(group, dim=2)
         scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(c.head_dim)
-        n_ctx = g.shape[1]
-        visible = torch.cat([ctx_valid, torch.ones(b, n, dtype=torch.bool)], dim=1)[:, None, None, :]
-        if c.causal:
-            visible = visible & torch.ones(n, n_ctx + n, dtype=torch.bool).tril(diagonal=n_ctx)
-        scores = scores.masked_fill(~visible, float("-inf"))
+        scores = scores.masked_fill(~visible[:, None], float("-inf"))
         o = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), v).reshape(b, n, c.n_head * c.head_dim)
         x = x + self.attn_output(o)
         m = rms_norm(x, self.ffn_norm, c.rms_eps)
@@ -171,34 +168,53 @@ class DSparkHead(nn.Module):
 
     def hidden(self, features: torch.Tensor, tokens: torch.Tensor, pos0: torch.Tensor,
                ctx_len: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """hn [B, k, E] of blocks `tokens` [B, k] at positions pos0 [B] + 0..k-1, each after its context
-        `features` [B, P, T * E] (rows 0..ctx_len-1 real, the rest padding; default: all of them)."""
+        """hn [B, A, k, E] of A blocks per sequence, `tokens` [B, A, k], block a at positions pos0[b, a] + 0..k-1.
+        All of a sequence's blocks share its context `features` [B, P, T * E]; block a sees the context rows
+        below ctx_len[b, a] (default: all P rows) and the tokens of its own block, never another block's
+        (the whole block, or the earlier slots when the head is causal). One sequence's context is encoded
+        once for all its blocks, which is what makes several blocks per sequence cheap in training."""
         c = self.c
         b, p = features.shape[:2]
+        n_blocks, k = tokens.shape[1:]
+        n = n_blocks * k
         g = self.encode_context(features)
         ctx_pos = torch.arange(p).expand(b, p)
-        ctx_valid = ctx_pos < (ctx_len if ctx_len is not None else torch.full((b,), p))[:, None]
-        pos = pos0[:, None] + torch.arange(tokens.shape[1])
-        x = self.token_embd(tokens) * c.embedding_scale
+        limit = ctx_len if ctx_len is not None else torch.full((b, n_blocks), p)
+        ctx_visible = (torch.arange(p) < limit[..., None, None]).expand(b, n_blocks, k, p).reshape(b, n, p)
+        block_of = torch.arange(n) // k
+        own_block = block_of[:, None] == block_of[None, :]
+        if c.causal:
+            own_block = own_block & torch.ones(n, n, dtype=torch.bool).tril()
+        visible = torch.cat([ctx_visible, own_block.expand(b, n, n)], dim=-1)
+        pos = (pos0[..., None] + torch.arange(k)).reshape(b, n)
+        x = self.token_embd(tokens.reshape(b, n)) * c.embedding_scale
         for layer in self.layers:
-            x = layer(x, pos, g, ctx_pos, ctx_valid)
-        return rms_norm(x, self.output_norm, c.rms_eps)
+            x = layer(x, pos, g, ctx_pos, visible)
+        return rms_norm(x, self.output_norm, c.rms_eps).reshape(b, n_blocks, k, -1)
 
     def forward_batch(self, features: torch.Tensor, ctx_len: torch.Tensor, tokens: torch.Tensor,
                       markov_prev: torch.Tensor) -> tuple:
-        """Training forward, teacher-forced: (logits [B, k, Vd] over the draft vocabulary, confidence [B, k]
-        or None) of blocks whose anchors sit right after their contexts (pos0 = ctx_len)."""
+        """Training forward, teacher-forced: (logits over the draft vocabulary, confidence or None) of blocks
+        whose anchors sit right after their contexts (pos0 = ctx_len). One block per sequence: ctx_len [B],
+        tokens and markov_prev [B, k], results [B, k, Vd] and [B, k]; several: ctx_len [B, A] (each block's
+        anchor position in its sequence's `features`), tokens and markov_prev [B, A, k], results [B, A, k, Vd]
+        and [B, A, k]."""
+        one_block = ctx_len.dim() == 1
+        if one_block:
+            ctx_len, tokens, markov_prev = ctx_len[:, None], tokens[:, None], markov_prev[:, None]
         hn = self.hidden(features, tokens, ctx_len, ctx_len)
         e = self.markov_w1(markov_prev)
         logits = self.output(hn) + self.markov_w2(e)
         conf = torch.sigmoid(self.conf_proj(torch.cat([hn, e], dim=-1))).squeeze(-1) if self.conf_proj else None
+        if one_block:
+            logits, conf = logits[:, 0], (conf[:, 0] if conf is not None else None)
         return logits, conf
 
     def forward(self, features: torch.Tensor, tokens: torch.Tensor, pos0: int,
                 markov_prev: Optional[torch.Tensor] = None) -> tuple:
         """(logits [k, V], confidence [k] or None) of one block. ``markov_prev`` [k]: the previous token of
         every slot (teacher forcing); None runs llama.cpp's greedy chain from the anchor tokens[0]."""
-        hn = self.hidden(features[None], tokens[None], torch.tensor([pos0]))[0]
+        hn = self.hidden(features[None], tokens[None, None], torch.tensor([[pos0]]))[0, 0]
         base = self.to_target_vocab(self.output(hn))
         if markov_prev is not None:
             e = self.markov_w1(markov_prev)

@@ -177,12 +177,13 @@ def run(args) -> dict:
     with torch.no_grad():  # rows of tokens that never occur as `prev` in the data stay 0: no bias from them
         head.markov_w1.weight.zero_()
     t0 = time.perf_counter()
-    history = train(head, trainset, steps=args.steps, batch_size=args.batch, lr=args.lr, warmup=args.warmup,
-                    conf_weight=args.conf_weight, seed=args.seed, log_every=25, checkpoint=str(work / "train.pt"),
-                    progress=True)
+    history = train(head, trainset, steps=args.steps, batch_size=args.batch, anchors=args.anchors, lr=args.lr,
+                    warmup=args.warmup, conf_weight=args.conf_weight, seed=args.seed, log_every=25,
+                    checkpoint=str(work / "train.pt"), progress=True)
     trainable = sum(p.numel() for n, p in head.named_parameters() if not n.startswith(("token_embd", "output")))
-    record["training"] = {"steps": args.steps, "batch": args.batch, "block_size": 8, "lr": args.lr,
-                          "warmup": args.warmup, "conf_weight": args.conf_weight, "n_layer": args.n_layer,
+    record["training"] = {"steps": args.steps, "batch": args.batch, "anchors": args.anchors, "block_size": 8,
+                          "lr": args.lr, "warmup": args.warmup, "conf_weight": args.conf_weight,
+                          "n_layer": args.n_layer,
                           "n_ff": head.c.n_ff, "markov_rank": args.rank, "trainable_parameters": trainable,
                           "seconds": history[-1]["seconds"] if history else 0.0,
                           "seconds_this_run": round(time.perf_counter() - t0, 1), "history": history}
@@ -232,7 +233,9 @@ def main(argv=None) -> int:
     ap.add_argument("--n-ff", type=int, default=1024)
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--steps", type=int, default=6000)
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=32, help="samples per training step")
+    ap.add_argument("--anchors", type=int, default=1,
+                    help="draft rounds per sample and step (they share the sample's context features)")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--conf-weight", type=float, default=0.1)

@@ -39,6 +39,7 @@ import numpy as np
 
 from llamaspec.evaluate import builtin_prompts, calibration, evaluate, headless_pyplot, plot_reliability, verified_tokens
 from llamaspec.generator import load_model
+from llamaspec.stats import SpecStats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import llama_tool  # noqa: E402
@@ -127,8 +128,7 @@ def schedule_speed(report, tasks: list) -> dict:
         for task in tasks:
             mine = [r.stats for r in report.runs if r.drafter == name and r.task == task]
             plain = [r.stats for r in report.runs if r.drafter == "none" and r.task == task]
-            pooled = (sum(s.n_generated for s in mine) / sum(s.decode_seconds for s in mine)) / \
-                (sum(s.n_generated for s in plain) / sum(s.decode_seconds for s in plain))
+            pooled = SpecStats.combine(mine).tokens_per_second / SpecStats.combine(plain).tokens_per_second
             rows.setdefault(task, {})[name] = {
                 "median": statistics.median(ratios[task]), "min": min(ratios[task]), "max": max(ratios[task]),
                 "pooled": pooled, "drafted": sum(s.n_drafted for s in mine), "runs": len(mine),

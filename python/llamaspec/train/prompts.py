@@ -477,6 +477,17 @@ def build_continuation_prompts(n: int = 2000, seed: int = 0) -> List[dict]:
     return _draw_distinct(makers, n, "continue_", rng, step=7919)
 
 
+
+def fresh_prompts(builder, seed: int, first_seed: int, first_count: int):
+    """``builder`` with another seed, less every prompt its first set (``first_seed``, ``first_count``)
+    already has: a second set adds only new prompts, and none of them is a held-out prompt of the first."""
+    def build(n: int, _seed: int) -> list:
+        seen = {item["prompt"] for item in builder(first_count, first_seed)}
+        return [item for item in builder(n, seed) if item["prompt"] not in seen]
+
+    build.__name__ = f"{builder.__name__}(seed={seed}, new prompts only)"
+    return build
+
 # --- copy prompts: answers that repeat their context ---------------------------------------------------
 # Gemma 270M repeats a lot: 61% of the suite's greedy output tokens continue a trigram seen earlier in the
 # text (the question echoed after the answer, loops of Q/A pairs, the prompt's words in a docstring), yet

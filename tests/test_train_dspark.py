@@ -133,6 +133,70 @@ def test_training_on_distilled_data_lowers_the_loss(models, target_model, tmp_pa
     assert last["accuracy"][0] > first["accuracy"][0]
 
 
+def test_copy_source_is_the_latest_earlier_trigram_end():
+    from llamaspec.train.trainer import copy_source
+
+    seq = [1, 2, 3, 4, 9, 1, 2, 3, 4, 1, 2, 3]
+    assert copy_source(seq, 7) == 2  # trigram (1, 2, 3) ended at row 2
+    assert copy_source(seq, 11) == 7  # ... and later at row 7: the latest wins
+    assert copy_source(seq, 8) == 3
+    assert copy_source(seq, 4) == -1  # (3, 4, 9) never occurred before
+    assert copy_source([5, 5, 5, 5], 3) == -1  # row 2 is t - 1, the anchor: not a context row
+    assert copy_source([5, 5, 5, 5, 5], 4) == 2
+
+
+def test_copy_attention_loss_teaches_head_0_to_look_at_the_source(models, target_model, tmp_path):
+    """With copy_weight the first layer's head 0 learns to put its slot-1 attention on each round's copy
+    source: the loss falls and the share of rounds whose top row is the source rises."""
+    from llamaspec.train.data import distill
+    from llamaspec.train.prompts import build_prompts
+    from llamaspec.train.trainer import DistilledData, losses, train
+
+    data_dir = tmp_path / "data"
+    distill(target_model, data_dir, layers=[1, 3], prompts=build_prompts(24, seed=3), max_tokens=24, n_seq=8,
+            n_ctx=256, progress=False)
+    data = DistilledData(data_dir)
+    head = DSparkHead.new_for_target(models["target"], [1, 3], n_layer=1, block_size=4, seed=2)
+
+    def measure():
+        batch = data.batch(np.random.default_rng(99), 16, 4, head.c.mask_token_id, anchors=8, copy_sources=True)
+        assert int((batch[5] >= 0).sum()) >= 20, "too few copyable rounds to measure"
+        with torch.no_grad():
+            out = losses(head, batch, copy_weight=1.0)
+        return float(out["copy_nll"]), float(out["copy_hit"])
+
+    nll0, hit0 = measure()
+    history = train(head, data, steps=60, batch_size=8, anchors=8, lr=3e-3, warmup=5, copy_weight=1.0, log_every=20)
+    nll1, hit1 = measure()
+    assert "copy_nll" in history[-1]
+    assert nll1 < 0.5 * nll0 and hit1 > hit0 + 0.3, (nll0, hit0, nll1, hit1)
+    assert head.layers[0].attention is None and not head.layers[0].record_attention
+
+
+def test_balance_fc_gives_every_layer_an_equal_start(models, target_model, tmp_path):
+    """balance_fc measures each target layer's feature RMS and scales that layer's fc columns by mean/RMS."""
+    from llamaspec.train.data import distill
+    from llamaspec.train.prompts import build_prompts
+    from llamaspec.train.trainer import DistilledData, balance_fc
+
+    data_dir = tmp_path / "data"
+    distill(target_model, data_dir, layers=[0, 3], prompts=build_prompts(8, seed=5), max_tokens=16, n_seq=8,
+            n_ctx=256, progress=False)
+    features = np.load(data_dir / "features.npy")
+    e = features.shape[1] // 2
+    features[:, e:] *= 30  # the tiny target's layers have like scales; Gemma's differ ~20x between 2 and 16
+    np.save(data_dir / "features.npy", features)
+    features = features.astype(np.float64)
+    expected = np.sqrt([(features[:, :e] ** 2).mean(), (features[:, e:] ** 2).mean()])
+    data = DistilledData(data_dir)
+    head = DSparkHead.new_for_target(models["target"], [0, 3], n_layer=1, block_size=4, seed=2)
+    before = head.fc.weight.detach().clone()
+    rms = balance_fc(head, data, n_rows=10 ** 6)
+    np.testing.assert_allclose(rms, expected, rtol=1e-6)
+    scale = torch.from_numpy(np.repeat(rms.mean() / rms, e)).float()
+    torch.testing.assert_close(head.fc.weight.detach(), before * scale[None, :])
+
+
 def torch_and_llama_cpp(head, gguf_path, target_model, text: bytes, n_context: int):
     """The torch head and the exported GGUF (own embeddings, run in its own Context) on the same input:
     the tiny target's features at layers 1 and 3 for the first n_context tokens of ``text``, then a block of
@@ -150,12 +214,15 @@ def torch_and_llama_cpp(head, gguf_path, target_model, text: bytes, n_context: i
     return logits.numpy(), conf.numpy(), runner.logits(), runner.confidence()
 
 
-def test_exported_head_runs_in_llama_cpp(models, target_model, tmp_path):
+@pytest.mark.parametrize("n_head_kv", [None, 4])
+def test_exported_head_runs_in_llama_cpp(models, target_model, tmp_path, n_head_kv):
     """A head made for the tiny target, written by write_head_gguf: with its own embeddings it computes what
-    the torch head computes; sharing the target's, spec_type auto serves it as draft-dspark, losslessly."""
+    the torch head computes; sharing the target's, spec_type auto serves it as draft-dspark, losslessly.
+    Also with key/value heads of its own count (the tiny target has 2 for its 4 query heads)."""
     from llamaspec.train.export import write_head_gguf
 
-    head = DSparkHead.new_for_target(models["target"], [1, 3], n_layer=1, block_size=6, seed=1)
+    head = DSparkHead.new_for_target(models["target"], [1, 3], n_layer=1, block_size=6, seed=1, n_head_kv=n_head_kv)
+    assert head.c.n_head_kv == (n_head_kv or 2)
     assert head.c.n_vocab == target_model.n_vocab and head.c.mask_token_id > 0
     own = tmp_path / "own.gguf"
     write_head_gguf(head, own, models["target"], shared_embeddings=False)

@@ -89,6 +89,8 @@ class DSparkLayer(nn.Module):
         self.ffn_gate = nn.Linear(e, c.n_ff, bias=False)
         self.ffn_up = nn.Linear(e, c.n_ff, bias=False)
         self.ffn_down = nn.Linear(c.n_ff, e, bias=False)
+        self.record_attention = False
+        self.attention: Optional[torch.Tensor] = None
 
     def _heads(self, linear: nn.Linear, h: torch.Tensor, n_heads: int) -> torch.Tensor:
         return linear(h).view(*h.shape[:-1], n_heads, self.c.head_dim)
@@ -113,8 +115,10 @@ class DSparkLayer(nn.Module):
         k = k.repeat_interleave(group, dim=2)  # [B, P + Q, H, D]
         v = v.repeat_interleave(group, dim=2)
         scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(c.head_dim)
-        scores = scores.masked_fill(~visible[:, None], float("-inf"))
-        o = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), v).reshape(b, n, c.n_head * c.head_dim)
+        probs = scores.masked_fill(~visible[:, None], float("-inf")).softmax(-1)
+        if self.record_attention:  # [B, H, Q, P + Q], for a training loss on where a head looks
+            self.attention = probs
+        o = torch.einsum("bhqk,bkhd->bqhd", probs, v).reshape(b, n, c.n_head * c.head_dim)
         x = x + self.attn_output(o)
         m = rms_norm(x, self.ffn_norm, c.rms_eps)
         gate = self.ffn_gate(m)
@@ -235,12 +239,14 @@ class DSparkHead(nn.Module):
     # --- GGUF ------------------------------------------------------------------------------------
     @classmethod
     def new_for_target(cls, target_path: str, target_layers: Sequence[int], *, n_layer: int = 1,
-                       n_ff: Optional[int] = None, markov_rank: int = 16, block_size: int = 8, seed: int = 0,
+                       n_ff: Optional[int] = None, n_head_kv: Optional[int] = None, markov_rank: int = 16,
+                       block_size: int = 8, seed: int = 0,
                        rope_theta: float = 10000.0, mask_token_id: Optional[int] = None,
                        draft_vocab: Optional[Sequence[int]] = None) -> "DSparkHead":
         """A randomly initialised head for a target GGUF: the target's width, attention shape and vocabulary,
         its token embeddings and output (frozen by the trainer; with ``draft_vocab`` the output keeps only
-        those tokens' rows), the target's mask token, and for a gemma3 target its sqrt(n_embd) embedding scale."""
+        those tokens' rows), the target's mask token, and for a gemma3 target its sqrt(n_embd) embedding scale.
+        ``n_head_kv`` (default: the target's) must divide the head count."""
         gguf_mod, reader = _reader(target_path)
         arch = reader.fields["general.architecture"].contents()
 
@@ -253,12 +259,15 @@ class DSparkHead(nn.Module):
         embd, out = _target_embeddings(gguf_mod, reader)
         mask_id = mask_token_id if mask_token_id is not None else _mask_token(reader)
         c = DSparkConfig(
-            n_embd=n_embd, n_layer=n_layer, n_head=n_head, n_head_kv=int(meta("attention.head_count_kv", n_head)),
+            n_embd=n_embd, n_layer=n_layer, n_head=n_head,
+            n_head_kv=n_head_kv or int(meta("attention.head_count_kv", n_head)),
             head_dim=int(meta("attention.key_length", n_embd // n_head)), n_ff=n_ff or int(meta("feed_forward_length")),
             n_vocab=embd.shape[0], target_layers=list(target_layers), markov_rank=markov_rank, block_size=block_size,
             mask_token_id=mask_id, rms_eps=float(meta("attention.layer_norm_rms_epsilon", 1e-6)), rope_theta=rope_theta,
             embedding_scale=math.sqrt(n_embd) if arch.startswith("gemma") else 1.0,
             draft_vocab=None if draft_vocab is None else [int(t) for t in draft_vocab])
+        if n_head % c.n_head_kv:
+            raise ValueError(f"n_head_kv {c.n_head_kv} does not divide the head count {n_head}")
         torch.manual_seed(seed)
         head = cls(c)
         with torch.no_grad():

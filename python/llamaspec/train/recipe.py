@@ -42,7 +42,7 @@ from .prompts import (build_continuation_prompts, build_copy_prompts, build_gene
                       fresh_prompts)
 from .dspark import DSparkHead
 from .export import write_head_gguf
-from .trainer import DistilledData, draft_vocabulary, train
+from .trainer import DistilledData, balance_fc, draft_vocabulary, train
 
 DEFAULT_OUT = "python/llamaspec/models/gemma3-270m-dspark.gguf"  # run from the repository root
 DEFAULT_ANSWERS = "train-answers/gemma3-270m"  # the kept answers of each prompt set (llamaspec.train.answers)
@@ -182,17 +182,22 @@ def run(args) -> dict:
                              "heldout_answer_coverage": round(float(heldout_counts[vocab].sum() / heldout_counts.sum()), 5)}
 
     # 3. training
-    head = DSparkHead.new_for_target(target, layers, n_layer=args.n_layer, n_ff=args.n_ff, markov_rank=args.rank,
+    head = DSparkHead.new_for_target(target, layers, n_layer=args.n_layer, n_ff=args.n_ff, n_head_kv=args.n_head_kv,
+                                     markov_rank=args.rank,
                                      block_size=8, seed=args.seed, draft_vocab=vocab)
     with torch.no_grad():  # rows of tokens that never occur as `prev` in the data stay 0: no bias from them
         head.markov_w1.weight.zero_()
+    if args.balance_fc:
+        record["fc_balance_rms"] = [round(float(x), 2) for x in balance_fc(head, trainset, seed=args.seed)]
     t0 = time.perf_counter()
     history = train(head, trainset, steps=args.steps, batch_size=args.batch, anchors=args.anchors, lr=args.lr,
-                    warmup=args.warmup, conf_weight=args.conf_weight, seed=args.seed, log_every=25,
+                    warmup=args.warmup, conf_weight=args.conf_weight, copy_weight=args.copy_attention_weight,
+                    seed=args.seed, log_every=25,
                     checkpoint=str(work / "train.pt"), progress=True)
     trainable = sum(p.numel() for n, p in head.named_parameters() if not n.startswith(("token_embd", "output")))
     record["training"] = {"steps": args.steps, "batch": args.batch, "anchors": args.anchors, "block_size": 8,
                           "lr": args.lr, "warmup": args.warmup, "conf_weight": args.conf_weight,
+                          "copy_attention_weight": args.copy_attention_weight, "n_head_kv": head.c.n_head_kv,
                           "n_layer": args.n_layer, "n_ff": head.c.n_ff, "markov_rank": args.rank, "trainable_parameters": trainable,
                           "seconds": history[-1]["seconds"] if history else 0.0,
                           "seconds_this_run": round(time.perf_counter() - t0, 1), "history": history}
@@ -211,9 +216,10 @@ def run(args) -> dict:
     record["export"] = {"path": out.as_posix(), "bytes": out.stat().st_size, "sha256": sha256(out),
                         "quantized": sorted(plan)}
     record["reproduce"] = ("python -m llamaspec.train.recipe --work WORK_DIR " +
-                           " ".join(f"--{k.replace('_', '-')} {v}" for k, v in sorted(vars(args).items())
+                           " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
+                                    for k, v in sorted(vars(args).items())
                                     if k not in ("work", "target", "threads", "plots", "answers_dir", "answers_only")
-                                    and v is not None and v != ""))
+                                    and v is not None and v != "" and v is not False))
     out.with_suffix(".json").write_text(json.dumps(record, indent=1))
     plot_training(record, plots / "dspark_gemma_training.png")
     return record
@@ -246,6 +252,7 @@ def main(argv=None) -> int:
     ap.add_argument("--draft-vocab", type=int, default=24576)
     ap.add_argument("--n-layer", type=int, default=1)
     ap.add_argument("--n-ff", type=int, default=1024)
+    ap.add_argument("--n-head-kv", type=int, default=None, help="the head's key/value heads (default: the target's)")
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--steps", type=int, default=6000)
     ap.add_argument("--batch", type=int, default=32, help="samples per training step")
@@ -253,7 +260,11 @@ def main(argv=None) -> int:
                     help="draft rounds per sample and step (they share the sample's context features)")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--balance-fc", action="store_true",
+                    help="initialise fc so that every target layer starts with an equal share (trainer.balance_fc)")
     ap.add_argument("--conf-weight", type=float, default=0.1)
+    ap.add_argument("--copy-attention-weight", type=float, default=0.0,
+                    help="weight of the supervised copy-attention loss (llamaspec.train.trainer.losses); 0 for none")
     ap.add_argument("--calibration-rounds", type=int, default=2048)
     ap.add_argument("--plots", default=None,
                     help="folder for the loss curve and the held-out reliability diagram (default: bench/results "

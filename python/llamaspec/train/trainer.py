@@ -55,10 +55,11 @@ class DistilledData:
         self.weights = weights / weights.sum()
 
     def batch(self, rng: np.random.Generator, batch_size: int, block: int, mask_token: int,
-              anchors: int = 1) -> tuple:
+              anchors: int = 1, copy_sources: bool = False) -> tuple:
         """``batch_size`` samples with ``anchors`` draft rounds each (anchors drawn independently; one
         sample's rounds share its context features): (features [B, P, W] float32 padded, anchor positions
-        [B, A], tokens [B, A, k], markov_prev [B, A, k], labels [B, A, k])."""
+        [B, A], tokens [B, A, k], markov_prev [B, A, k], labels [B, A, k]), and with ``copy_sources`` each
+        round's :func:`copy_source` row for its first label [B, A] (-1: none)."""
         picks = rng.choice(len(self.samples), size=batch_size, p=self.weights)
         drawn = []
         for i in picks:
@@ -70,6 +71,7 @@ class DistilledData:
         tokens = np.full((batch_size, anchors, block), mask_token, dtype=np.int64)
         prev = np.zeros((batch_size, anchors, block), dtype=np.int64)
         labels = np.full((batch_size, anchors, block), IGNORE, dtype=np.int64)
+        sources = np.full((batch_size, anchors), -1, dtype=np.int64)
         for b, (s, ps) in enumerate(drawn):
             shard_tokens, shard_features = self.shards[s["shard"]]
             o, end = s["offset"], s["offset"] + s["n_total"]
@@ -82,8 +84,11 @@ class DistilledData:
                 n_next = min(block, s["n_total"] - 1 - p)
                 labels[b, a, :n_next] = seq[p + 1:p + 1 + n_next]
                 prev[b, a, :n_next] = seq[p:p + n_next]
-        return (torch.from_numpy(features), torch.from_numpy(positions), torch.from_numpy(tokens),
-                torch.from_numpy(prev), torch.from_numpy(labels))
+                if copy_sources:
+                    sources[b, a] = copy_source(seq, p + 1)
+        out = (torch.from_numpy(features), torch.from_numpy(positions), torch.from_numpy(tokens),
+               torch.from_numpy(prev), torch.from_numpy(labels))
+        return out + (torch.from_numpy(sources),) if copy_sources else out
 
     def token_counts(self, n_vocab: int, part: str = "answer") -> np.ndarray:
         """How often each token id occurs in this split's answers (the labels) or prompts."""
@@ -93,6 +98,38 @@ class DistilledData:
             lo, hi = (o + s["n_prompt"], o + s["n_total"]) if part == "answer" else (o, o + s["n_prompt"])
             counts += np.bincount(self.shards[s["shard"]][0][lo:hi], minlength=n_vocab)
         return counts
+
+
+def balance_fc(head: DSparkHead, data: DistilledData, n_rows: int = 20000, seed: int = 0) -> np.ndarray:
+    """Scale the initial fc columns of each target layer by (mean RMS / that layer's feature RMS), so every
+    layer starts with an equal share of the encoded context. Gemma's residual grows with depth (RMS ~40 at
+    layer 2, ~900 at layer 16): with a plain init the late layers drown the early ones, which carry what
+    copying needs (bench/dspark_copy_attention.py). Returns the per-layer RMS measured on ``n_rows`` rows."""
+    n_layers = len(head.c.target_layers)
+    rng = np.random.default_rng(seed)
+    squares, count = np.zeros(n_layers), 0
+    for i in rng.choice(len(data.samples), size=min(len(data.samples), 200), replace=False):
+        s = data.samples[i]
+        rows = np.asarray(data.shards[s["shard"]][1][s["offset"]:s["offset"] + s["n_total"]], dtype=np.float64)
+        squares += (rows.reshape(len(rows), n_layers, -1) ** 2).sum((0, 2))
+        count += len(rows) * rows.shape[1] // n_layers
+        if count >= n_rows * rows.shape[1] // n_layers:
+            break
+    rms = np.sqrt(squares / count)
+    with torch.no_grad():
+        w = head.fc.weight.view(head.fc.weight.shape[0], n_layers, -1)
+        w.mul_(torch.from_numpy(rms.mean() / rms).to(w.dtype)[None, :, None])
+    return rms
+
+
+def copy_source(seq, t: int) -> int:
+    """The latest context row s <= t - 2 where the trigram seq[t-2:t+1] ended before (s holds the token at
+    t and, before it, the anchor seq[t-1]: the row a copying head should attend to when drafting t), or
+    -1. Row t - 1 is the anchor itself, which is in the block, not the context."""
+    for s in range(t - 2, 1, -1):
+        if seq[s] == seq[t] and seq[s - 1] == seq[t - 1] and seq[s - 2] == seq[t - 2]:
+            return s
+    return -1
 
 
 def draft_vocabulary(data: DistilledData, n_vocab: int, size: int, always: tuple = (),
@@ -114,12 +151,20 @@ def draft_vocabulary(data: DistilledData, n_vocab: int, size: int, always: tuple
     return vocab, float(answers[vocab].sum() / max(1, answers.sum()))
 
 
-def losses(head: DSparkHead, batch: tuple, conf_weight: float = 0.1) -> dict:
+def losses(head: DSparkHead, batch: tuple, conf_weight: float = 0.1, copy_weight: float = 0.0) -> dict:
     """Cross-entropy of every slot's label over the draft vocabulary (labels it lacks count as misses
     but carry no gradient) plus ``conf_weight`` x the confidence head's BCE on whether the slot's top
-    token is its label."""
-    features, anchors, tokens, prev, labels = batch
-    logits, conf = head.forward_batch(features, anchors, tokens, prev)
+    token is its label. With ``copy_weight`` (and a batch made with ``copy_sources``) also that weight x
+    the negative log attention of the first layer's head 0, at each round's first slot, on the round's
+    copy source row: a training signal towards copying, which the head's graph can do only in its
+    attention (bench/dspark_copy_attention.py)."""
+    features, anchors, tokens, prev, labels = batch[:5]
+    first = head.layers[0]
+    first.record_attention = copy_weight > 0
+    try:
+        logits, conf = head.forward_batch(features, anchors, tokens, prev)
+    finally:
+        first.record_attention = False
     k = tokens.shape[-1]  # every round as one row of k slots
     logits, labels = logits.reshape(-1, k, logits.shape[-1]), labels.reshape(-1, k)
     conf = conf.reshape(-1, k) if conf is not None else None
@@ -134,16 +179,27 @@ def losses(head: DSparkHead, batch: tuple, conf_weight: float = 0.1) -> dict:
         bce = F.binary_cross_entropy(conf[valid], hits[valid].float())
         out["bce"] = bce
         total = total + conf_weight * bce
+    if copy_weight > 0:
+        sources = batch[5].reshape(-1)
+        slot0 = first.attention[:, 0, ::k, :]  # [B, A, P + A k]: head 0 at each block's first slot
+        rows = slot0.reshape(-1, slot0.shape[-1])
+        has = sources >= 0
+        copy_nll = -torch.log(rows[has, sources[has]] + 1e-9).mean() if bool(has.any()) else total * 0
+        first.attention = None
+        out["copy_nll"] = copy_nll
+        out["copy_hit"] = (rows[has].argmax(-1) == sources[has]).float().mean() if bool(has.any()) else None
+        total = total + copy_weight * copy_nll
     out["loss"] = total
     return out
 
 
 def train(head: DSparkHead, data: DistilledData, steps: int, batch_size: int = 32, anchors: int = 1,
-          lr: float = 1e-3, warmup: int = 50, conf_weight: float = 0.1, freeze: tuple = ("token_embd", "output"), seed: int = 0,
+          lr: float = 1e-3, warmup: int = 50, conf_weight: float = 0.1, copy_weight: float = 0.0,
+          freeze: tuple = ("token_embd", "output"), seed: int = 0,
           log_every: int = 25, checkpoint: Optional[str] = None, checkpoint_every: int = 100,
           progress: bool = False) -> list:
     """AdamW with warmup and cosine decay; ``freeze`` keeps the target's embeddings/head fixed. A step
-    trains on ``batch_size`` samples x ``anchors`` rounds each.
+    trains on ``batch_size`` samples x ``anchors`` rounds each; ``copy_weight``: see :func:`losses`.
 
     With ``checkpoint`` the head, optimiser and history are saved every ``checkpoint_every`` steps and a
     run that finds the file resumes from it (step k's batch depends only on (seed, k), so a resumed run
@@ -184,8 +240,9 @@ def train(head: DSparkHead, data: DistilledData, steps: int, batch_size: int = 3
     seen = torch.zeros(head.c.block_size)
     for step in range(first, steps):
         rng = np.random.default_rng([seed, step])
-        batch = data.batch(rng, batch_size, head.c.block_size, head.c.mask_token_id, anchors)
-        out = losses(head, batch, conf_weight)
+        batch = data.batch(rng, batch_size, head.c.block_size, head.c.mask_token_id, anchors,
+                           copy_sources=copy_weight > 0)
+        out = losses(head, batch, conf_weight, copy_weight)
         opt.zero_grad()
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -196,6 +253,7 @@ def train(head: DSparkHead, data: DistilledData, steps: int, batch_size: int = 3
         if (step + 1) % log_every == 0 or step + 1 == steps:
             record = {"step": step + 1, "loss": out["loss"].item(), "ce": out["ce"].item(),
                       "bce": out["bce"].item() if "bce" in out else float("nan"),
+                      **({"copy_nll": round(out["copy_nll"].item(), 4)} if "copy_nll" in out else {}),
                       "accuracy": [round(float(h / max(s, 1)), 4) for h, s in zip(hits, seen)],
                       "lr": sched.get_last_lr()[0], "seconds": round(elapsed + time.perf_counter() - t0, 1)}
             history.append(record)
@@ -203,7 +261,8 @@ def train(head: DSparkHead, data: DistilledData, steps: int, batch_size: int = 3
             seen.zero_()
             if progress:
                 print(f"step {record['step']}/{steps} loss {record['loss']:.3f} ce {record['ce']:.3f} "
-                      f"acc {record['accuracy']} {record['seconds']:.0f} s", flush=True)
+                      f"acc {record['accuracy']} " + (f"copy-nll {record['copy_nll']:.3f} " if "copy_nll" in record else "")
+                      + f"{record['seconds']:.0f} s", flush=True)
         if (step + 1) % checkpoint_every == 0 or step + 1 == steps:
             save(step + 1)
     head.eval()

@@ -7,8 +7,8 @@ copy made as easy to learn as it gets.
 
 The probe is the head's first slot cut down to its attention: the anchor token's embedding (times
 Gemma's sqrt(n_embd), RMS-normed) makes the queries; the context rows g = rmsnorm(fc(features)) make the
-keys and values, with per-head q/k RMS norms and NEOX RoPE at the real positions, as in
-src/models/dflash.cpp; attention output -> RMS norm -> the target's (frozen) output rows of the shipped
+keys and values (the block's own rows are left out), with per-head q/k RMS norms and NEOX RoPE at the
+real positions, as in src/models/dflash.cpp; attention output -> RMS norm -> the target's (frozen) output rows of the shipped
 head's draft vocabulary. It is trained only on copyable answer positions t (seq[t-2:t+1] occurred
 earlier, ending at a row s <= t-2) with two losses: cross-entropy of seq[t], and a *supervised*
 attention loss pulling head 0 onto row s, the row whose own token is the one to copy and whose previous

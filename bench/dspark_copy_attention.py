@@ -18,6 +18,10 @@ well copying can work from those layers at all.
 
     python bench/dspark_copy_attention.py --data WORK_DIR/data-general --layers 2,9,16 --layers 3,5,16
 
+``--copy-slice N`` keeps fc's first N outputs free of the last layer and ``--keys-from-slice`` makes
+key/value head 0 read only them (llamaspec.train.trainer.reserve_fc_slice / keys_from_fc_slice): the
+early layers' copy keys without the last layer drowning them.
+
 ``--data`` is a training data folder of llamaspec.train.data (the recipe writes WORK_DIR/data-general);
 only its token sequences are read: features are captured afresh at each layer set. Scored on the
 held-out samples (every 20th) and on the 13-task suite's plain greedy text (96 tokens a task).
@@ -43,6 +47,7 @@ import llamaspec  # noqa: E402
 from llamaspec.generator import load_model  # noqa: E402
 from llamaspec.train.dspark import DSparkHead, rms_norm, rope_neox  # noqa: E402
 from llamaspec.evaluate import builtin_prompts  # noqa: E402
+from llamaspec.train.trainer import keys_from_fc_slice, reserve_fc_slice, scale_fc_by_layer_rms  # noqa: E402
 
 from dspark_copy import HEAD, RESULTS, target_features  # noqa: E402
 
@@ -127,14 +132,17 @@ def run_layers(model, head, sequences, layers, suite_texts, args) -> dict:
     t0 = time.perf_counter()
     data = [(target_features(model, seq, layers, args.threads), seq, start) for seq, start in sequences]
     capture_s = time.perf_counter() - t0
-    train = [x for i, x in enumerate(data) if i % 20 and copy_sources(x[1], x[2])]
+    pairs_of = [copy_sources(seq, start) for _, seq, start in data]  # (t, s) per sequence, found once
+    train = [(x, pairs_of[i]) for i, x in enumerate(data) if i % 20 and pairs_of[i]]
     heldout = [x for i, x in enumerate(data) if i % 20 == 0]
     torch.manual_seed(args.seed)
     probe = CopyAttention(head, data[0][0].shape[1], args.n_head_kv)
     if args.balance:  # each layer's columns of fc scaled by 1 / that layer's feature RMS: equal shares at the start
-        with torch.no_grad():
-            rms = feature_rms(data, len(layers))
-            probe.fc.weight.view(probe.fc.weight.shape[0], len(layers), -1).mul_((rms.mean() / rms)[None, :, None])
+        scale_fc_by_layer_rms(probe.fc.weight, feature_rms(data, len(layers)))
+    if args.copy_slice:
+        reserve_fc_slice(probe.fc.weight, len(layers), args.copy_slice)
+        if args.keys_from_slice:  # key/value head 0 (all of them with n_head_kv 1) reads only the slice
+            keys_from_fc_slice(probe.k.weight, args.copy_slice, head.c.head_dim)
     for p in probe.head.parameters():
         p.requires_grad_(False)
     params = [p for n, p in probe.named_parameters() if not n.startswith("head.")]
@@ -148,8 +156,7 @@ def run_layers(model, head, sequences, layers, suite_texts, args) -> dict:
         ce = att = 0.0
         n = 0
         for i in rng.choice(len(train), args.batch):
-            features, seq, start = train[i]
-            pairs = copy_sources(seq, start)
+            (features, seq, _), pairs = train[i]
             pick = rng.choice(len(pairs), min(args.anchors, len(pairs)), replace=False)
             t, s = (torch.tensor(x) for x in zip(*[pairs[j] for j in pick]))
             logits, attention = probe(features[:int(t.max()) - 1], torch.tensor(seq)[t - 1], t - 1)
@@ -163,9 +170,9 @@ def run_layers(model, head, sequences, layers, suite_texts, args) -> dict:
         loss.backward()
         opt.step()
         if (step + 1) % 100 == 0:
-            log.append({"step": step + 1, "ce": round(float(ce) / n, 3), "attention_nll": round(float(att) / n, 3)})
+            log.append({"step": step + 1, "ce": round(ce.item() / n, 3), "attention_nll": round(att.item() / n, 3)})
             print(f"  layers {layers} step {step + 1}: {log[-1]}", flush=True)
-    return {"layers": list(layers), "balance": args.balance, "capture_seconds": round(capture_s, 1),
+    return {"layers": list(layers), "balance": args.balance, "copy_slice": args.copy_slice, "keys_from_slice": args.keys_from_slice, "capture_seconds": round(capture_s, 1),
             "train_seconds": round(time.perf_counter() - t0, 1), "log": log,
             "heldout": score(probe, heldout), "suite": score(probe, suite_texts)}
 
@@ -182,6 +189,10 @@ def main(argv=None) -> int:
     ap.add_argument("--n-head-kv", type=int, default=1)
     ap.add_argument("--balance", action="store_true",
                     help="scale fc's initial columns per layer so every layer's features start with an equal share")
+    ap.add_argument("--copy-slice", type=int, default=0,
+                    help="the first N outputs of fc read every layer but the last (trainer.reserve_fc_slice)")
+    ap.add_argument("--keys-from-slice", action="store_true",
+                    help="with --copy-slice: key/value head 0's keys read only that slice (trainer.keys_from_fc_slice)")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
@@ -216,7 +227,9 @@ def main(argv=None) -> int:
              f"`python bench/dspark_copy_attention.py {' '.join(sys.argv[1:] if argv is None else argv)}`", "",
              f"{args.samples} sequences of `{args.data}` (every 20th held out), {args.steps} steps x {args.batch} "
              f"sequences x {args.anchors} copyable positions, n_head_kv {args.n_head_kv}, supervised attention "
-             f"weight {args.attention_weight}, fc initialised {'per-layer balanced' if args.balance else 'plainly'}.", "",
+             f"weight {args.attention_weight}, fc initialised {'per-layer balanced' if args.balance else 'plainly'}"
+             + (f", fc's first {args.copy_slice} outputs free of the last layer" if args.copy_slice else "")
+             + (", key/value head 0 reading only them" if args.copy_slice and args.keys_from_slice else "") + ".", "",
              "| target layers | held-out copyable | attention on source | copy top-1 | suite copyable | attention on source | copy top-1 |",
              "|---|---|---|---|---|---|---|"]
     for r in results:

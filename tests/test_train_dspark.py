@@ -197,6 +197,52 @@ def test_balance_fc_gives_every_layer_an_equal_start(models, target_model, tmp_p
     torch.testing.assert_close(head.fc.weight.detach(), before * scale[None, :])
 
 
+def test_reserved_fc_slice_stays_free_of_the_last_layer_through_training(models, target_model, tmp_path):
+    """reserve_fc_slice: the first n outputs of fc keep weight 0 on the last target layer's columns through
+    AdamW steps (and a resume from the checkpoint), while the rest of fc trains; keys_from_fc_slice likewise
+    keeps key/value head 0 of the first layer reading only that slice."""
+    from llamaspec.train.data import distill
+    from llamaspec.train.prompts import build_prompts
+    from llamaspec.train.trainer import DistilledData, keys_from_fc_slice, reserve_fc_slice, train
+
+    data_dir = tmp_path / "data"
+    distill(target_model, data_dir, layers=[1, 3], prompts=build_prompts(8, seed=5), max_tokens=16, n_seq=8,
+            n_ctx=256, progress=False)
+    data = DistilledData(data_dir)
+    head = DSparkHead.new_for_target(models["target"], [1, 3], n_layer=1, block_size=4, seed=2)
+    n_slice = head.c.n_embd // 2
+    with pytest.raises(ValueError):
+        reserve_fc_slice(head.fc.weight, 2, head.c.n_embd + 1)
+    with pytest.raises(ValueError):
+        keys_from_fc_slice(head.layers[0].attn_k.weight, head.c.n_embd + 1, head.c.head_dim)
+    d = head.c.head_dim
+    reserve_fc_slice(head.fc.weight, 2, n_slice)
+    keys_from_fc_slice(head.layers[0].attn_k.weight, n_slice, d)
+    before = head.fc.weight.detach().clone().view(head.c.n_embd, 2, -1)
+    k_before = head.layers[0].attn_k.weight.detach().clone()
+    assert bool((k_before[:d, n_slice:] == 0).all()) and bool((k_before[d:, n_slice:] != 0).any())
+    assert bool((before[:n_slice, 1] == 0).all()) and bool((before[:n_slice, 0] != 0).any())
+    checkpoint = tmp_path / "train.pt"
+    train(head, data, steps=6, batch_size=4, lr=3e-3, warmup=2, log_every=3, checkpoint=str(checkpoint))
+    resumed = DSparkHead.new_for_target(models["target"], [1, 3], n_layer=1, block_size=4, seed=2)
+    reserve_fc_slice(resumed.fc.weight, 2, n_slice)
+    keys_from_fc_slice(resumed.layers[0].attn_k.weight, n_slice, d)
+    train(resumed, data, steps=12, batch_size=4, lr=3e-3, warmup=2, log_every=3, checkpoint=str(checkpoint))
+    for trained in (head, resumed):
+        after = trained.fc.weight.detach().view(head.c.n_embd, 2, -1)
+        assert bool((after[:n_slice, 1] == 0).all())
+        assert not torch.equal(after[:n_slice, 0], before[:n_slice, 0])  # the slice trains on the early layer
+        assert not torch.equal(after[n_slice:, 1], before[n_slice:, 1])  # the rest reads the last layer
+        k = trained.layers[0].attn_k.weight.detach()
+        assert bool((k[:d, n_slice:] == 0).all())
+        assert not torch.equal(k[:d, :n_slice], k_before[:d, :n_slice])
+    bare = DSparkHead.new_for_target(models["target"], [1, 3], n_layer=1, block_size=4, seed=2)
+    with torch.no_grad():  # the same zeros without the gradient mask: training moves them
+        bare.fc.weight.view(head.c.n_embd, 2, -1)[:n_slice, 1] = 0
+    train(bare, data, steps=6, batch_size=4, lr=3e-3, warmup=2, log_every=3)
+    assert bool((bare.fc.weight.detach().view(head.c.n_embd, 2, -1)[:n_slice, 1] != 0).any())
+
+
 def torch_and_llama_cpp(head, gguf_path, target_model, text: bytes, n_context: int):
     """The torch head and the exported GGUF (own embeddings, run in its own Context) on the same input:
     the tiny target's features at layers 1 and 3 for the first n_context tokens of ``text``, then a block of

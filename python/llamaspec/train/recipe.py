@@ -42,7 +42,7 @@ from .prompts import (build_continuation_prompts, build_copy_prompts, build_gene
                       fresh_prompts)
 from .dspark import DSparkHead
 from .export import write_head_gguf
-from .trainer import DistilledData, balance_fc, draft_vocabulary, train
+from .trainer import DistilledData, balance_fc, draft_vocabulary, keys_from_fc_slice, reserve_fc_slice, train
 
 DEFAULT_OUT = "python/llamaspec/models/gemma3-270m-dspark.gguf"  # run from the repository root
 DEFAULT_ANSWERS = "train-answers/gemma3-270m"  # the kept answers of each prompt set (llamaspec.train.answers)
@@ -189,6 +189,10 @@ def run(args) -> dict:
         head.markov_w1.weight.zero_()
     if args.balance_fc:
         record["fc_balance_rms"] = [round(float(x), 2) for x in balance_fc(head, trainset, seed=args.seed)]
+    if args.copy_slice:  # before any resume: the checkpoint's zeros stay zeros under the same gradient mask
+        reserve_fc_slice(head.fc.weight, len(layers), args.copy_slice)
+        if args.keys_from_slice:  # key/value head 0 of the first layer (the one the copy loss steers) reads the slice
+            keys_from_fc_slice(head.layers[0].attn_k.weight, args.copy_slice, head.c.head_dim)
     t0 = time.perf_counter()
     history = train(head, trainset, steps=args.steps, batch_size=args.batch, anchors=args.anchors, lr=args.lr,
                     warmup=args.warmup, conf_weight=args.conf_weight, copy_weight=args.copy_attention_weight,
@@ -197,7 +201,9 @@ def run(args) -> dict:
     trainable = sum(p.numel() for n, p in head.named_parameters() if not n.startswith(("token_embd", "output")))
     record["training"] = {"steps": args.steps, "batch": args.batch, "anchors": args.anchors, "block_size": 8,
                           "lr": args.lr, "warmup": args.warmup, "conf_weight": args.conf_weight,
-                          "copy_attention_weight": args.copy_attention_weight, "n_head_kv": head.c.n_head_kv,
+                          "copy_attention_weight": args.copy_attention_weight, "copy_slice": args.copy_slice,
+                          "keys_from_slice": args.keys_from_slice,
+                          "n_head_kv": head.c.n_head_kv,
                           "n_layer": args.n_layer, "n_ff": head.c.n_ff, "markov_rank": args.rank, "trainable_parameters": trainable,
                           "seconds": history[-1]["seconds"] if history else 0.0,
                           "seconds_this_run": round(time.perf_counter() - t0, 1), "history": history}
@@ -262,6 +268,11 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--balance-fc", action="store_true",
                     help="initialise fc so that every target layer starts with an equal share (trainer.balance_fc)")
+    ap.add_argument("--copy-slice", type=int, default=0,
+                    help="the first N outputs of fc read every target layer but the last (trainer.reserve_fc_slice)")
+    ap.add_argument("--keys-from-slice", action="store_true",
+                    help="with --copy-slice: the first layer's key/value head 0 reads only that slice "
+                         "(trainer.keys_from_fc_slice)")
     ap.add_argument("--conf-weight", type=float, default=0.1)
     ap.add_argument("--copy-attention-weight", type=float, default=0.0,
                     help="weight of the supervised copy-attention loss (llamaspec.train.trainer.losses); 0 for none")

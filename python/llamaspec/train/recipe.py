@@ -283,6 +283,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args(argv)
+    if args.keys_from_slice and not args.copy_slice:
+        ap.error("--keys-from-slice needs --copy-slice N")
     record = run(args)
     if args.answers_only:
         return 0

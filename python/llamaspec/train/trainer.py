@@ -131,7 +131,8 @@ def scale_fc_by_layer_rms(fc_weight: torch.Tensor, rms) -> None:
 
 def keep_masked_at_zero(weight: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Zero ``weight`` where ``mask`` is 0 now and its gradient there in every backward pass, so those
-    entries stay exactly 0 (AdamW without weight decay never moves a weight whose gradient is always 0):
+    entries stay exactly 0 (AdamW never moves a weight whose gradient is always 0; its decoupled decay
+    only scales it):
     a sparsity pattern trained into dense tensors, which the exported graph runs unchanged."""
     with torch.no_grad():
         weight.mul_(mask)
@@ -225,10 +226,11 @@ def losses(head: DSparkHead, batch: tuple, conf_weight: float = 0.1, copy_weight
         slot0 = first.attention[:, 0, ::k, :]  # [B, A, P + A k]: head 0 at each block's first slot
         rows = slot0.reshape(-1, slot0.shape[-1])
         has = sources >= 0
-        copy_nll = -torch.log(rows[has, sources[has]] + 1e-9).mean() if bool(has.any()) else total * 0
+        any_source = bool(has.any())
+        copy_nll = -torch.log(rows[has, sources[has]] + 1e-9).mean() if any_source else total * 0
         first.attention = None
         out["copy_nll"] = copy_nll
-        out["copy_hit"] = (rows[has].argmax(-1) == sources[has]).float().mean() if bool(has.any()) else None
+        out["copy_hit"] = (rows[has].argmax(-1) == sources[has]).float().mean() if any_source else None
         total = total + copy_weight * copy_nll
     out["loss"] = total
     return out

@@ -139,6 +139,9 @@ CostModel Engine::measure_costs() {
             const int64_t t0 = ggml_time_us();
             drafter_->draft(n_past_, id_last_, history_, n_max, draft_tokens_, draft_confidence_);
             const double seconds = seconds_since(t0);
+            // nothing is verified: take the drafted steps back, or the next repeat's draft model would decode
+            // at positions its cache already holds (llama.cpp: "inconsistent sequence positions")
+            drafter_->accept(0, 0, n_past_);
             if (rep == 0) {  // the draft model first caught up on the prompt (deferred input)
                 costs.observe_catch_up(drafter_->last_catch_up_tokens(), drafter_->last_catch_up_seconds());
             }

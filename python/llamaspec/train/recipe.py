@@ -19,7 +19,10 @@ training continues from WORK_DIR/train.pt. Stages:
    but every 20th sample of each folder;
 4. calibration: Platt scaling of the confidence head on the held-out samples, folded into conf_proj;
 5. export: the GGUF (output Q8_0, the other matrices Q8_0 where their rows allow it, else f16) and a
-   JSON record next to it (configuration, data size, wall times, loss curve, calibration, sha256).
+   JSON record next to it (configuration, data size, wall times, loss curve, calibration, sha256);
+6. (optional) calibration on real rounds: the exported head drafts in llamaspec's engine on
+   ``--round-calibration-prompts`` fresh prompts and a second Platt scaling, fitted on those rounds, is
+   folded into it (llamaspec.train.round_calibration).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import torch
 
 from ..evaluate import headless_pyplot
 from ..generator import load_model
+from . import round_calibration
 from .calibrate import calibrate
 from .answers import answers_key, load_answers, save_answers, spot_check
 from .data import answer, distill, prompt_ids
@@ -219,6 +223,12 @@ def run(args) -> dict:
     # 5. export
     plan = quantization_plan(head)
     write_head_gguf(head, out, target, weight_type="f16", quantize=plan, name="llamaspec-dspark-gemma3-270m")
+
+    # 6. calibration on real rounds of the exported head (llamaspec.train.round_calibration), folded into it
+    if args.round_calibration_prompts:
+        record["round_calibration"] = round_calibration.run(str(out), str(out), target=model,
+                                                            n_prompts=args.round_calibration_prompts,
+                                                            max_tokens=96, n_threads=args.threads)
     record["export"] = {"path": out.as_posix(), "bytes": out.stat().st_size, "sha256": sha256(out),
                         "quantized": sorted(plan)}
     record["reproduce"] = ("python -m llamaspec.train.recipe --work WORK_DIR " +
@@ -277,6 +287,9 @@ def main(argv=None) -> int:
     ap.add_argument("--copy-attention-weight", type=float, default=0.0,
                     help="weight of the supervised copy-attention loss (llamaspec.train.trainer.losses); 0 for none")
     ap.add_argument("--calibration-rounds", type=int, default=2048)
+    ap.add_argument("--round-calibration-prompts", type=int, default=0,
+                    help="fresh prompts whose real rounds recalibrate the exported head "
+                         "(llamaspec.train.round_calibration; off by default: the shipped head needed none)")
     ap.add_argument("--plots", default=None,
                     help="folder for the loss curve and the held-out reliability diagram (default: bench/results "
                          "from the repository root, else the folder of --out)")

@@ -1,0 +1,76 @@
+"""Calibration of a DSpark head on real rounds (llamaspec.train.round_calibration): the fit, the prompts,
+and the fold into the GGUF, checked through the engine's own confidences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import llamaspec
+
+pytest.importorskip("torch")  # the train extra: the Platt fit runs on torch
+
+from llamaspec.train import round_calibration  # noqa: E402
+
+PROMPT = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
+
+
+def _rounds(target, head, max_tokens=48):
+    with llamaspec.Generator(target, head, n_max=4, spec_type="draft-dspark", n_ctx=256) as gen:
+        result = gen.generate(PROMPT, max_tokens, ignore_eos=True)
+    return result.tokens, result.stats
+
+
+def test_folded_calibration_maps_the_engines_confidences(models, target_model, tmp_path):
+    a, c = 0.5, -0.7
+    folded = tmp_path / "calibrated.gguf"
+    round_calibration.fold_into_gguf(models["dspark"], str(folded), a, c)
+    tokens, stats = _rounds(target_model, models["dspark"])
+    tokens_folded, stats_folded = _rounds(target_model, str(folded))
+    assert tokens_folded == tokens  # lossless either way
+    compared = 0
+    for before, after, n_before, n_after in zip(stats.round_confidence, stats_folded.round_confidence,
+                                                stats.drafted, stats_folded.drafted):
+        if n_before != n_after:
+            break  # the drafts diverge from here on
+        before = np.clip(np.asarray(before, dtype=np.float64), 1e-6, 1 - 1e-6)
+        expected = 1.0 / (1.0 + np.exp(-(a * np.log(before / (1 - before)) + c)))
+        np.testing.assert_allclose(np.asarray(after, dtype=np.float64), expected, atol=2e-4)
+        compared += len(before)
+    assert compared >= 4
+    assert np.mean(np.concatenate([np.asarray(x) for x in stats_folded.round_confidence])) != pytest.approx(
+        np.mean(np.concatenate([np.asarray(x) for x in stats.round_confidence])), abs=1e-3)
+
+
+def test_fold_refuses_a_head_without_confidence(models, tmp_path):
+    with pytest.raises(ValueError, match="conf_proj"):
+        round_calibration.fold_into_gguf(models["dflash"], str(tmp_path / "x.gguf"), 1.0, 0.0)
+    assert not (tmp_path / "x.gguf").exists()
+
+
+def test_fit_on_rounds_recovers_a_known_miscalibration():
+    """Confidences sigmoid(z) whose truth is sigmoid(2 z - 1): the fit finds (2, -1) and the held-out ECE drops."""
+    rng = np.random.default_rng(0)
+    per_prompt = []
+    for _ in range(200):
+        z = rng.normal(0.0, 1.0, 60)
+        accepted = rng.random(60) < 1.0 / (1.0 + np.exp(-(2 * z - 1)))
+        per_prompt.append((rng.integers(1, 9, 60), 1.0 / (1.0 + np.exp(-z)), accepted))
+    record = round_calibration.fit_on_rounds(per_prompt)
+    assert record["a"] == pytest.approx(2.0, abs=0.15)
+    assert record["c"] == pytest.approx(-1.0, abs=0.1)
+    assert record["after"]["pooled"]["ece"] < 0.03 < record["before"]["pooled"]["ece"]
+    assert record["fit_tokens"] == record["test_tokens"] == 100 * 60
+
+
+def test_calibration_prompts_are_new_to_training_and_the_suite():
+    from llamaspec.evaluate import builtin_prompts
+    from llamaspec.train.prompts import build_continuation_prompts, build_general_prompts, build_prompts
+
+    prompts = [item["prompt"] for item in round_calibration.calibration_prompts(64)]
+    assert len(prompts) == len(set(prompts)) == 64
+    used = {item["prompt"] for builder in (build_prompts, build_general_prompts) for seed in (0, 1)
+            for item in builder(2000, seed)}
+    used |= {item["prompt"] for item in build_continuation_prompts(2000, 0)}
+    used |= {task["prompt"] for task in builtin_prompts()}
+    assert not used & set(prompts)

@@ -74,3 +74,20 @@ def test_calibration_prompts_are_new_to_training_and_the_suite():
     used |= {item["prompt"] for item in build_continuation_prompts(2000, 0)}
     used |= {task["prompt"] for task in builtin_prompts()}
     assert not used & set(prompts)
+
+
+def test_prompts_file_forms_and_bad_input(tmp_path):
+    lines = tmp_path / "prompts.txt"
+    lines.write_text("first prompt\n\nsecond prompt\n")
+    assert [p["prompt"] for p in round_calibration.load_prompts(str(lines))] == ["first prompt", "second prompt"]
+    listed = tmp_path / "prompts.json"
+    listed.write_text('["a", {"prompt": "b", "category": "mine"}]')
+    assert round_calibration.load_prompts(str(listed))[1] == {"prompt": "b", "category": "mine"}
+    for bad in ("[]", '[{"text": "no prompt key"}]', '{"prompt": "not a list"}'):
+        listed.write_text(bad)
+        with pytest.raises(ValueError):
+            round_calibration.load_prompts(str(listed))
+    with pytest.raises(ValueError, match="at least two prompts"):
+        round_calibration.run("unused.gguf", "unused.gguf", target="unused", prompts=[{"prompt": "one"}])
+    with pytest.raises(ValueError, match="a > 0"):
+        round_calibration.fold_into_gguf("unused.gguf", str(tmp_path / "x.gguf"), -1.0, 0.0)

@@ -112,9 +112,10 @@ def test_several_blocks_per_context_equal_single_blocks(models, tmp_path, causal
                 torch.testing.assert_close(conf[b, a], one_conf, rtol=1e-5, atol=1e-6)
 
 
-def test_training_on_distilled_data_lowers_the_loss(models, target_model, tmp_path):
+@pytest.mark.parametrize("bf16", [False, True])
+def test_training_on_distilled_data_lowers_the_loss(models, target_model, tmp_path, bf16):
     """A few dozen steps on the tiny target's own answers: the head learns (cross-entropy falls well below
-    its start, first-slot accuracy rises)."""
+    its start, first-slot accuracy rises), in float32 and under bfloat16 autocast (weights stay float32)."""
     from llamaspec.train.data import distill
     from llamaspec.train.prompts import build_prompts
     from llamaspec.train.trainer import DistilledData, train
@@ -127,10 +128,11 @@ def test_training_on_distilled_data_lowers_the_loss(models, target_model, tmp_pa
                              seed=4)
     head = DSparkHead.from_gguf(str(head_path))
     history = train(head, DistilledData(data_dir), steps=80, batch_size=16, lr=3e-3, warmup=10, log_every=20,
-                    freeze=())
+                    freeze=(), bf16=bf16)
     first, last = history[0], history[-1]
     assert last["ce"] < 0.7 * first["ce"], history
     assert last["accuracy"][0] > first["accuracy"][0]
+    assert all(p.dtype == torch.float32 for p in head.parameters())
 
 
 def test_copy_source_is_the_latest_earlier_trigram_end():
@@ -432,3 +434,25 @@ def test_distilled_data_reads_several_folders_as_one(tmp_path):
                 assert int(tokens[b, a, 0]) == first + int(anchors[b, a])
                 assert int(labels[b, a, 0]) == int(tokens[b, a, 0]) + 1  # the next token of the same sample
                 assert int(prev[b, a, 0]) == int(tokens[b, a, 0])  # slot 1's Markov input is the anchor
+
+
+def test_bf16_autocast_is_used_and_close_to_float32(models, target_model, tmp_path):
+    """losses(bf16=True) runs the head in bfloat16 (results differ from float32, slightly) and returns float32."""
+    from llamaspec.train.data import distill
+    from llamaspec.train.prompts import build_prompts
+    from llamaspec.train.trainer import DistilledData, losses
+
+    data_dir = tmp_path / "data"
+    distill(target_model, data_dir, layers=[1, 3], prompts=build_prompts(8, seed=5), max_tokens=16, n_seq=8,
+            n_ctx=256, progress=False)
+    head_path = tmp_path / "head.gguf"
+    tiny_models.write_dspark(head_path, models["target"], block_size=4, own_embeddings=True, target_layers=[1, 3],
+                             seed=4)
+    head = DSparkHead.from_gguf(str(head_path))
+    batch = DistilledData(data_dir).batch(np.random.default_rng(0), 8, 4, head.c.mask_token_id)
+    with torch.no_grad():
+        f32, bf16 = losses(head, batch), losses(head, batch, bf16=True)
+    assert bf16["ce"].dtype == bf16["conf"].dtype == torch.float32
+    assert bf16["ce"].item() != f32["ce"].item()
+    assert abs(bf16["ce"].item() - f32["ce"].item()) < 0.02 * f32["ce"].item()
+    torch.testing.assert_close(bf16["conf"], f32["conf"], atol=0.02, rtol=0.0)

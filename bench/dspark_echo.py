@@ -4,9 +4,11 @@
 
 Greedy, depth 8, 96 tokens, through llamaspec's engine. Prompts: the first three 'general_creative' prompts
 of llamaspec.train.round_calibration.calibration_prompts (fresh prompts of a training family: Gemma answers
-some of them by echoing the prompt in a loop, as it did for the training prompts of that family) and the
-suite's creative_short and repeat_pattern (loops the head never saw). Per prompt: tau, P1, and the share of
-answer tokens that continue a trigram seen earlier in the prompt or answer (what copying alone predicts).
+some of them by echoing the prompt in a loop, as it did for the training prompts of that family; others with
+a loop of their own) and the suite's creative_short (a loop the head never saw) and repeat_pattern (a table).
+Per prompt: tau, P1, and the share of answer tokens that continue a trigram seen earlier in the prompt or
+answer (what copying alone predicts). Five prompts: an illustration of the round-calibration measurement
+(llamaspec.train.round_calibration), not a measurement of its own.
 Prints a table and writes OUT.json and OUT.md.
 """
 

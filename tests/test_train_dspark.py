@@ -456,3 +456,7 @@ def test_bf16_autocast_is_used_and_close_to_float32(models, target_model, tmp_pa
     assert bf16["ce"].item() != f32["ce"].item()
     assert abs(bf16["ce"].item() - f32["ce"].item()) < 0.02 * f32["ce"].item()
     torch.testing.assert_close(bf16["conf"], f32["conf"], atol=0.02, rtol=0.0)
+    with torch.no_grad():  # a confident head: its sigmoid stays below 1 (a bfloat16 one would be exactly 1.0)
+        head.conf_proj.bias.fill_(9.0)
+        head.conf_proj.weight.zero_()
+        assert (losses(head, batch, bf16=True)["conf"] < 1.0).all()

@@ -209,10 +209,16 @@ class DSparkHead(nn.Module):
         hn = self.hidden(features, tokens, ctx_len, ctx_len)
         e = self.markov_w1(markov_prev)
         logits = self.output(hn) + self.markov_w2(e)
-        conf = torch.sigmoid(self.conf_proj(torch.cat([hn, e], dim=-1))).squeeze(-1) if self.conf_proj else None
+        conf = self.confidence(hn, e) if self.conf_proj else None
         if one_block:
             logits, conf = logits[:, 0], (conf[:, 0] if conf is not None else None)
         return logits, conf
+
+    def confidence(self, hn: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+        """conf = sigmoid(conf_proj [hn ; e]), in float32 even under bfloat16 autocast: a bfloat16 sigmoid
+        is exactly 1.0 past a logit of about 6, where the BCE of a confident miss explodes."""
+        with torch.autocast("cpu", enabled=False):
+            return torch.sigmoid(self.conf_proj(torch.cat([hn, e], dim=-1).float())).squeeze(-1)
 
     def forward(self, features: torch.Tensor, tokens: torch.Tensor, pos0: int,
                 markov_prev: Optional[torch.Tensor] = None) -> tuple:
@@ -223,7 +229,7 @@ class DSparkHead(nn.Module):
         if markov_prev is not None:
             e = self.markov_w1(markov_prev)
             logits = base + self.to_target_vocab(self.markov_w2(e))
-            conf = torch.sigmoid(self.conf_proj(torch.cat([hn, e], dim=-1))).squeeze(-1) if self.conf_proj else None
+            conf = self.confidence(hn, e) if self.conf_proj else None
             return logits, conf
         rows, confs = [], []
         prev = tokens[0]
@@ -231,7 +237,7 @@ class DSparkHead(nn.Module):
             e = self.markov_w1(prev)
             logit = base[i] + self.to_target_vocab(self.markov_w2(e))
             if self.conf_proj is not None:
-                confs.append(torch.sigmoid(self.conf_proj(torch.cat([hn[i], e]))).squeeze(-1))
+                confs.append(self.confidence(hn[i], e))
             rows.append(logit)
             prev = logit.argmax()
         return torch.stack(rows), (torch.stack(confs) if confs else None)

@@ -3,15 +3,15 @@
     python -m llamaspec.train.round_calibration --head HEAD.gguf --out CALIBRATED.gguf [--prompts 192]
 
 The recipe's first calibration (llamaspec.train.calibrate) is teacher-forced: rounds start at random
-positions of the target's answers. Real rounds do not: a round starts right after the previous one ended,
-and a round ends at the first draft token the target rejects, so most rounds start where the head has just
-been wrong, at harder positions than a random one. On the shipped Gemma head, slot 1 is accepted 52% of the
-time teacher-forced but 26% in the suite's real rounds, and the teacher-forced calibration left the head
-overconfident there. This stage runs the exported head as it is deployed (llamaspec's engine, greedy, fixed
-depth) on fresh prompts that no training set, no test and no bench uses, collects per judged draft token
-(confidence, accepted given the tokens before it were) with llamaspec.evaluate.verified_tokens, fits Platt
-scaling sigmoid(a z + c) of the head's confidence logit z on half of the prompts, reports AUC/ECE before and
-after on the other half, and folds (a, c) into ``conf_proj`` of a copy of the GGUF (nothing new in it).
+positions of the target's answers. Real rounds start right after the previous one ended, often where the
+head has just been wrong, and on other prompts than the training data's. This stage runs the exported head
+as it is deployed (llamaspec's engine, greedy, fixed depth) on fresh prompts of the training families that
+no training set, test or the bench suite has (or on an app's own prompts, ``--prompts-file``), collects per
+judged draft token (confidence, accepted given the tokens before it were) with
+llamaspec.evaluate.verified_tokens, fits Platt scaling sigmoid(a z + c) of the head's confidence logit z on
+half of the prompts, scores it on the other half, and folds (a, c) into ``conf_proj`` of a copy of the GGUF
+(nothing new in it) only when it lowers the other half's log-loss. On the shipped Gemma head it did not:
+its confidence was already calibrated on such rounds (bench/results/dspark_gemma_round_calibration.md).
 """
 
 from __future__ import annotations
@@ -29,20 +29,21 @@ import numpy as np
 from ..evaluate import calibration, verified_tokens
 from ..generator import Generator, load_model
 from .data import prompt_ids
-from .prompts import build_general_prompts, build_prompts, fresh_prompts
+from .prompts import build_general_prompts, build_prompts
 
-CALIBRATION_SEED = 7  # a prompt seed no training set of the recipe uses (they use 0 and --more-seeds 1)
+CALIBRATION_SEED = 7  # a prompt seed no training set of the shipped recipe uses (it used 0; kept answers: 1)
 DEPTH = 8  # the head's block: every slot's confidence is asked for
+TRAINING_SETS = ((0, 2000), (1, 2000))  # (seed, count) of the stdlib / general prompt sets to stay out of
 
 
-def calibration_prompts(n: int, first_count: int = 2000, first_seed: int = 0) -> list:
-    """``n`` prompts, half stdlib-derived and half general, drawn with CALIBRATION_SEED, less every prompt of
-    the recipe's first sets (seed ``first_seed``, ``first_count`` each) and of its seed-1 sets."""
+def calibration_prompts(n: int, exclude=TRAINING_SETS) -> list:
+    """``n`` prompts, half stdlib-derived and half general, drawn with CALIBRATION_SEED, less every prompt
+    of the sets ``exclude`` names ((seed, count) pairs; the builders are prefix-stable, so a set of fewer
+    prompts of a seed is inside the one named)."""
     out = []
     for share, builder in ((n // 2, build_prompts), (n - n // 2, build_general_prompts)):
-        seen = {item["prompt"] for seed in (first_seed, 1) for item in builder(first_count, seed)}
-        fresh = fresh_prompts(builder, CALIBRATION_SEED, first_seed, first_count)(4 * n, CALIBRATION_SEED)
-        new = [item for item in fresh if item["prompt"] not in seen]
+        seen = {item["prompt"] for seed, count in exclude for item in builder(count, seed)}
+        new = [item for item in builder(4 * n, CALIBRATION_SEED) if item["prompt"] not in seen]
         out += list({item["prompt"]: item for item in new}.values())[:share]  # a builder may repeat a prompt
     return out
 
@@ -51,9 +52,9 @@ def collect_rounds(target, head: str, prompts: list, max_tokens: int = 96, n_ctx
                    n_threads: Optional[int] = None, n_seq: int = 8) -> list:
     """Per prompt: (positions, confidences, accepted) of every judged draft token of its greedy generation."""
     target = load_model(target)
-    gen = Generator(target, head, n_max=DEPTH, spec_type="draft-dspark", n_ctx=n_ctx, n_threads=n_threads)
     ids = prompt_ids(target, prompts, n_ctx, max_tokens)
-    results = gen.generate_batch(ids, max_tokens, n_seq=n_seq)
+    with Generator(target, head, n_max=DEPTH, spec_type="draft-dspark", n_ctx=n_ctx, n_threads=n_threads) as gen:
+        results = gen.generate_batch(ids, max_tokens, n_seq=n_seq)
     out = []
     for item, result in zip(prompts, results):
         pos, conf, acc = verified_tokens(result.stats)
@@ -68,8 +69,10 @@ def round_totals(per_prompt: list) -> dict:
     """Tokens per target pass (tau), acceptance and P1 over every prompt's rounds."""
     totals = {k: sum(x[3][k] for x in per_prompt) for k in ("generated", "rounds", "drafted", "accepted")}
     first = np.concatenate([x[2][x[0] == 1] for x in per_prompt])
-    return {**totals, "tau": totals["generated"] / totals["rounds"], "acceptance": totals["accepted"] / totals["drafted"],
-            "P1": float(first.mean())}
+    ratio = lambda a, b: a / b if b else float("nan")  # noqa: E731 (a prompt may end before any round drafts)
+    return {**totals, "tau": ratio(totals["generated"], totals["rounds"]),
+            "acceptance": ratio(totals["accepted"], totals["drafted"]),
+            "P1": float(first.mean()) if first.size else float("nan")}
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
@@ -101,7 +104,14 @@ def fit_on_rounds(per_prompt: list) -> dict:
     test_pos, test_z, test_acc = pooled(per_prompt[1::2])
     a, c = fit_platt(fit_z, fit_acc, np.ones_like(fit_acc, dtype=bool))
     return {"a": a, "c": c, "fit_tokens": int(fit_acc.size), "test_tokens": int(test_acc.size),
+            "log_loss_before": _log_loss(test_z, test_acc), "log_loss_after": _log_loss(test_z, test_acc, a, c),
             "before": _report(test_z, test_pos, test_acc), "after": _report(test_z, test_pos, test_acc, a, c)}
+
+
+def _log_loss(z: np.ndarray, acc: np.ndarray, a: float = 1.0, c: float = 0.0) -> float:
+    """Mean negative log-likelihood of the outcomes under sigmoid(a z + c)."""
+    logits = a * z + c
+    return float(np.mean(np.logaddexp(0.0, -logits) * acc + np.logaddexp(0.0, logits) * (1 - acc)))
 
 
 def fold_into_gguf(head: str, out: str, a: float, c: float) -> None:
@@ -149,7 +159,10 @@ def markdown(record: dict) -> str:
                      f"{v['acceptance']:.3f} |")
     lines += ["", f"Confidence per position on the test half's {record['test_tokens']} judged draft tokens "
               f"(before: the head as given; after: with Platt a={record['a']:.3f}, c={record['c']:.3f} fitted on "
-              f"the other half's {record['fit_tokens']}):", "",
+              f"the other half's {record['fit_tokens']}; log-loss {record['log_loss_before']:.4f} before, "
+              f"{record['log_loss_after']:.4f} after: "
+              f"{'folded into the output' if record['folded'] else 'not folded, the output is the head unchanged'}):",
+              "",
               "| position | judged | accepted | AUC | mean conf before | ECE before | mean conf after | ECE after |",
               "|---|---|---|---|---|---|---|---|"]
     for b, a in zip(record["before"]["per_position"], record["after"]["per_position"]):
@@ -182,16 +195,17 @@ def load_prompts(path: str) -> list:
 
 
 def run(head: str, out: str, target=None, n_prompts: int = 192, max_tokens: int = 96,
-        n_threads: Optional[int] = None, prompts: Optional[list] = None) -> dict:
-    """Collect real rounds of ``head`` on ``prompts`` (default: ``n_prompts`` from calibration_prompts),
-    fit and fold the calibration into ``out``; returns the record."""
+        n_threads: Optional[int] = None, prompts: Optional[list] = None, exclude=TRAINING_SETS) -> dict:
+    """Collect real rounds of ``head`` on ``prompts`` (default: ``n_prompts`` from calibration_prompts,
+    outside the ``exclude`` sets), fit a calibration and write ``out``: the head with it folded in when
+    it lowers the held-out half's log-loss (record["folded"]), else the head unchanged. Returns the record."""
     if target is None:
         from .recipe import default_target
 
         target = default_target()
     t0 = time.perf_counter()
     own_prompts = prompts is not None
-    prompts = prompts if own_prompts else calibration_prompts(n_prompts)
+    prompts = prompts if own_prompts else calibration_prompts(n_prompts, exclude)
     if len(prompts) < 2:
         raise ValueError("calibration needs at least two prompts (one half fits, the other scores)")
     per_prompt = collect_rounds(target, head, prompts, max_tokens=max_tokens, n_threads=n_threads)
@@ -200,7 +214,11 @@ def run(head: str, out: str, target=None, n_prompts: int = 192, max_tokens: int 
     categories = sorted({x[3]["category"] for x in per_prompt})
     record["rounds_per_category"] = {cat: round_totals([x for x in per_prompt if x[3]["category"] == cat])
                                      for cat in categories}
-    fold_into_gguf(head, out, record["a"], record["c"])
+    record["folded"] = record["log_loss_after"] < record["log_loss_before"]
+    if record["folded"]:
+        fold_into_gguf(head, out, record["a"], record["c"])
+    elif Path(out).resolve() != Path(head).resolve():
+        shutil.copyfile(head, out)  # the fit did not help on the held-out half: the head as it was
     record.update({"prompts": len(prompts), "prompt_seed": None if own_prompts else CALIBRATION_SEED,
                    "max_tokens": max_tokens, "depth": DEPTH, "seconds": round(time.perf_counter() - t0, 1)})
     return record
@@ -218,11 +236,11 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--report", default=None, help="write the whole measurement to REPORT.json and REPORT.md")
-    ap.add_argument("--record", default=None, help="a recipe JSON record to add this stage to ('round_calibration')")
     args = ap.parse_args(argv)
     prompts = load_prompts(args.prompts_file) if args.prompts_file else None
     record = run(args.head, args.out, args.target, args.prompts, args.max_tokens, args.threads, prompts)
-    summary = {k: record[k] for k in ("a", "c", "prompts", "fit_tokens", "test_tokens", "seconds")}
+    summary = {k: record[k] for k in ("a", "c", "folded", "log_loss_before", "log_loss_after", "prompts",
+                                      "fit_tokens", "test_tokens", "seconds")}
     summary.update({f"{when}_{key}": record[when]["pooled"][key] for when in ("before", "after")
                     for key in ("auc", "ece", "mean_confidence")})
     summary.update(record["rounds"])
@@ -232,16 +250,6 @@ def main(argv=None) -> int:
             argv if argv is not None else sys.argv[1:])
         Path(args.report + ".json").write_text(json.dumps(record, indent=1))
         Path(args.report + ".md").write_text(markdown(record))
-    if args.record:
-        path = Path(args.record)
-        full = json.loads(path.read_text())
-        full["round_calibration"] = record
-        from .recipe import sha256
-
-        full["export"].update(bytes=Path(args.out).stat().st_size, sha256=sha256(args.out))
-        if "--round-calibration-prompts" not in full.get("reproduce", "--round-calibration-prompts"):
-            full["reproduce"] += f" --round-calibration-prompts {args.prompts}"
-        path.write_text(json.dumps(full, indent=1))
     return 0
 
 

@@ -101,9 +101,10 @@ def plot_calibration(cal: dict, heldout: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
     names = {"before": "uncalibrated", "teacher": "teacher-forced calibration", "after": "shipped"}
     suite = {names[k]: cal["pooled"][k] for k in ("before", "teacher", "after") if k in cal["pooled"]}
-    heldout_curves = {"before calibration": heldout["before"]["overall"], "after calibration": heldout["after"]["overall"]}
-    for ax, title, curves in zip(axes, ("13-task suite, n_max 8 (deployment)", "held-out distilled rounds (teacher-forced)"),
-                                 (suite, heldout_curves)):
+    heldout_curves = {"before calibration": heldout["before"]["overall"],
+                      "after calibration": heldout["after"]["overall"]}
+    titles = ("13-task suite, n_max 8 (deployment)", "held-out distilled rounds (teacher-forced)")
+    for ax, title, curves in zip(axes, titles, (suite, heldout_curves)):
         plot_reliability(ax, curves)
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
@@ -289,7 +290,8 @@ def main(argv=None) -> int:
     rc = recipe.get("round_calibration")
     if rc:
         lines += ["", f"Calibration on real rounds (llamaspec.train.round_calibration: the exported head drafting at "
-                  f"depth {rc['depth']} on {rc['prompts']} fresh prompts, none of them in the suite; Platt a={rc['a']:.3f}, "
+                  f"depth {rc['depth']} on {rc['prompts']} fresh prompts, none of them in the suite; "
+                  f"Platt a={rc['a']:.3f}, "
                   f"c={rc['c']:.3f} fitted on half the prompts' {rc['fit_tokens']} judged tokens): on the other half's "
                   f"{rc['test_tokens']}, AUC {rc['after']['pooled']['auc']:.3f}, ECE "
                   f"{rc['before']['pooled']['ece']:.3f} before, {rc['after']['pooled']['ece']:.3f} after "

@@ -112,7 +112,8 @@ def main(argv=None) -> int:
         r["head"].eval()
         rng = np.random.default_rng(12345)
         with torch.no_grad():
-            ce = [losses(r["head"], heldout.batch(rng, 32, 8, r["head"].c.mask_token_id))["ce"].item() for _ in range(8)]
+            ce = [losses(r["head"], heldout.batch(rng, 32, 8, r["head"].c.mask_token_id))["ce"].item()
+                  for _ in range(8)]
         result[name] = {"median_step_seconds": statistics.median(r["seconds"][5:]), "heldout_ce": float(np.mean(ce))}
     lines = ["# DSpark trainer: float32 vs bfloat16 autocast", "",
              f"`python bench/train_bf16.py --steps {args.steps}` ({len(train.samples)} training samples, batch 32, "
@@ -120,7 +121,8 @@ def main(argv=None) -> int:
              "| | median s/step | held-out cross-entropy (float32 eval) |", "|---|---|---|"]
     for name in ("f32", "bf16"):
         lines.append(f"| {name} | {result[name]['median_step_seconds']:.3f} | {result[name]['heldout_ce']:.3f} |")
-    lines += ["", f"Step time float32 / bfloat16, per pair of steps: median {median:.2f}x (quartiles {q1:.2f}-{q3:.2f})."]
+    lines += ["", f"Step time float32 / bfloat16, per pair of steps: median {median:.2f}x "
+              f"(quartiles {q1:.2f}-{q3:.2f})."]
     text = "\n".join(lines) + "\n"
     Path(args.out + ".md").write_text(text)
     Path(args.out + ".json").write_text(json.dumps(result, indent=1))

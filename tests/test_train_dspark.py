@@ -19,6 +19,25 @@ torch = pytest.importorskip("torch")
 from llamaspec.train.dspark import DSparkHead  # noqa: E402
 
 
+def distilled(target_model, tmp_path, layers=(1, 3), n_prompts=24, max_tokens=24, prompt_seed=3):
+    """A data folder of the tiny target's own answers and its features at ``layers``."""
+    from llamaspec.train.data import distill
+    from llamaspec.train.prompts import build_prompts
+
+    data_dir = tmp_path / "data"
+    distill(target_model, data_dir, layers=list(layers), prompts=build_prompts(n_prompts, seed=prompt_seed),
+            max_tokens=max_tokens, n_seq=8, n_ctx=256, progress=False)
+    return data_dir
+
+
+def block4_head(models, tmp_path) -> DSparkHead:
+    """A random tiny DSpark head (block 4, target layers 1 and 3) written as GGUF and loaded into torch."""
+    head_path = tmp_path / "head.gguf"
+    tiny_models.write_dspark(head_path, models["target"], block_size=4, own_embeddings=True, target_layers=[1, 3],
+                             seed=4)
+    return DSparkHead.from_gguf(str(head_path))
+
+
 @pytest.mark.parametrize("n_layer,causal", [(1, None), (2, None), (2, True)])
 def test_torch_forward_matches_llama_cpp(models, tmp_path, n_layer, causal):
     head_path = tmp_path / "head.gguf"
@@ -116,17 +135,10 @@ def test_several_blocks_per_context_equal_single_blocks(models, tmp_path, causal
 def test_training_on_distilled_data_lowers_the_loss(models, target_model, tmp_path, bf16):
     """A few dozen steps on the tiny target's own answers: the head learns (cross-entropy falls well below
     its start, first-slot accuracy rises), in float32 and under bfloat16 autocast (weights stay float32)."""
-    from llamaspec.train.data import distill
-    from llamaspec.train.prompts import build_prompts
     from llamaspec.train.trainer import DistilledData, train
 
-    data_dir = tmp_path / "data"
-    distill(target_model, data_dir, layers=[1, 3], prompts=build_prompts(24, seed=3), max_tokens=24, n_seq=8,
-            n_ctx=256, progress=False)
-    head_path = tmp_path / "head.gguf"
-    tiny_models.write_dspark(head_path, models["target"], block_size=4, own_embeddings=True, target_layers=[1, 3],
-                             seed=4)
-    head = DSparkHead.from_gguf(str(head_path))
+    data_dir = distilled(target_model, tmp_path)
+    head = block4_head(models, tmp_path)
     history = train(head, DistilledData(data_dir), steps=80, batch_size=16, lr=3e-3, warmup=10, log_every=20,
                     freeze=(), bf16=bf16)
     first, last = history[0], history[-1]
@@ -150,14 +162,9 @@ def test_copy_source_is_the_latest_earlier_trigram_end():
 def test_copy_attention_loss_teaches_head_0_to_look_at_the_source(models, target_model, tmp_path):
     """With copy_weight the first layer's head 0 learns to put its slot-1 attention on each round's copy
     source: the loss falls and the share of rounds whose top row is the source rises."""
-    from llamaspec.train.data import distill
-    from llamaspec.train.prompts import build_prompts
     from llamaspec.train.trainer import DistilledData, losses, train
 
-    data_dir = tmp_path / "data"
-    distill(target_model, data_dir, layers=[1, 3], prompts=build_prompts(24, seed=3), max_tokens=24, n_seq=8,
-            n_ctx=256, progress=False)
-    data = DistilledData(data_dir)
+    data = DistilledData(distilled(target_model, tmp_path))
     head = DSparkHead.new_for_target(models["target"], [1, 3], n_layer=1, block_size=4, seed=2)
 
     def measure():
@@ -177,13 +184,9 @@ def test_copy_attention_loss_teaches_head_0_to_look_at_the_source(models, target
 
 def test_balance_fc_gives_every_layer_an_equal_start(models, target_model, tmp_path):
     """balance_fc measures each target layer's feature RMS and scales that layer's fc columns by mean/RMS."""
-    from llamaspec.train.data import distill
-    from llamaspec.train.prompts import build_prompts
     from llamaspec.train.trainer import DistilledData, balance_fc
 
-    data_dir = tmp_path / "data"
-    distill(target_model, data_dir, layers=[0, 3], prompts=build_prompts(8, seed=5), max_tokens=16, n_seq=8,
-            n_ctx=256, progress=False)
+    data_dir = distilled(target_model, tmp_path, layers=(0, 3), n_prompts=8, max_tokens=16, prompt_seed=5)
     features = np.load(data_dir / "features.npy")
     e = features.shape[1] // 2
     features[:, e:] *= 30  # the tiny target's layers have like scales; Gemma's differ ~20x between 2 and 16
@@ -203,14 +206,9 @@ def test_reserved_fc_slice_stays_free_of_the_last_layer_through_training(models,
     """reserve_fc_slice: the first n outputs of fc keep weight 0 on the last target layer's columns through
     AdamW steps (and a resume from the checkpoint), while the rest of fc trains; keys_from_fc_slice likewise
     keeps key/value head 0 of the first layer reading only that slice."""
-    from llamaspec.train.data import distill
-    from llamaspec.train.prompts import build_prompts
     from llamaspec.train.trainer import DistilledData, keys_from_fc_slice, reserve_fc_slice, train
 
-    data_dir = tmp_path / "data"
-    distill(target_model, data_dir, layers=[1, 3], prompts=build_prompts(8, seed=5), max_tokens=16, n_seq=8,
-            n_ctx=256, progress=False)
-    data = DistilledData(data_dir)
+    data = DistilledData(distilled(target_model, tmp_path, n_prompts=8, max_tokens=16, prompt_seed=5))
     head = DSparkHead.new_for_target(models["target"], [1, 3], n_layer=1, block_size=4, seed=2)
     n_slice = head.c.n_embd // 2
     with pytest.raises(ValueError):
@@ -438,17 +436,10 @@ def test_distilled_data_reads_several_folders_as_one(tmp_path):
 
 def test_bf16_autocast_is_used_and_close_to_float32(models, target_model, tmp_path):
     """losses(bf16=True) runs the head in bfloat16 (results differ from float32, slightly) and returns float32."""
-    from llamaspec.train.data import distill
-    from llamaspec.train.prompts import build_prompts
     from llamaspec.train.trainer import DistilledData, losses
 
-    data_dir = tmp_path / "data"
-    distill(target_model, data_dir, layers=[1, 3], prompts=build_prompts(8, seed=5), max_tokens=16, n_seq=8,
-            n_ctx=256, progress=False)
-    head_path = tmp_path / "head.gguf"
-    tiny_models.write_dspark(head_path, models["target"], block_size=4, own_embeddings=True, target_layers=[1, 3],
-                             seed=4)
-    head = DSparkHead.from_gguf(str(head_path))
+    data_dir = distilled(target_model, tmp_path, n_prompts=8, max_tokens=16, prompt_seed=5)
+    head = block4_head(models, tmp_path)
     batch = DistilledData(data_dir).batch(np.random.default_rng(0), 8, 4, head.c.mask_token_id)
     with torch.no_grad():
         f32, bf16 = losses(head, batch), losses(head, batch, bf16=True)

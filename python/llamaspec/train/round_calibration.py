@@ -59,9 +59,10 @@ def collect_rounds(target, head: str, prompts: list, max_tokens: int = 96, n_ctx
     for item, result in zip(prompts, results):
         pos, conf, acc = verified_tokens(result.stats)
         ok = ~np.isnan(conf)
+        stats = result.stats
         out.append((pos[ok], np.clip(conf[ok], 1e-7, 1 - 1e-7), acc[ok],
-                    {"category": item.get("category", ""), "generated": result.stats.n_generated, "rounds": result.stats.rounds,
-                     "drafted": result.stats.n_drafted, "accepted": result.stats.n_accepted}))
+                    {"category": item.get("category", ""), "generated": stats.n_generated, "rounds": stats.rounds,
+                     "drafted": stats.n_drafted, "accepted": stats.n_accepted}))
     return out
 
 
@@ -100,7 +101,7 @@ def fit_on_rounds(per_prompt: list) -> dict:
         pos = np.concatenate([x[0] for x in part])
         return pos, _logit(np.concatenate([x[1] for x in part])), np.concatenate([x[2] for x in part])
 
-    fit_pos, fit_z, fit_acc = pooled(per_prompt[0::2])
+    _, fit_z, fit_acc = pooled(per_prompt[0::2])
     test_pos, test_z, test_acc = pooled(per_prompt[1::2])
     a, c = fit_platt(fit_z, fit_acc, np.ones_like(fit_acc, dtype=bool))
     return {"a": a, "c": c, "fit_tokens": int(fit_acc.size), "test_tokens": int(test_acc.size),

@@ -7,7 +7,8 @@ training continues from WORK_DIR/train.pt. Stages:
 
 1. data: the target answers ``--prompts`` stdlib-derived prompts, ``--general-prompts`` prompts on
    everyday subjects and formats, ``--continuation-prompts`` prompts with long real contexts,
-   ``--copy-prompts`` prompts whose answers repeat their context and, per ``--more-seeds`` seed, further
+   ``--copy-prompts`` prompts whose answers repeat their context, ``--self-instruct-prompts`` prompts
+   written by the target itself (llamaspec.train.self_instruct) and, per ``--more-seeds`` seed, further
    stdlib and general prompts that the first sets lack (llamaspec.train.prompts; greedy, and sampled for
    ``--sampled-share`` of them) and its features at ``--layers`` are captured, one folder per prompt set
    (WORK_DIR/data-copy, data-s1, data-general-s1...). The answers of a set
@@ -38,7 +39,7 @@ import torch
 
 from ..evaluate import headless_pyplot
 from ..generator import load_model
-from . import round_calibration
+from . import round_calibration, self_instruct
 from .calibrate import calibrate
 from .answers import answers_key, load_answers, save_answers, spot_check
 from .data import answer, distill, prompt_ids
@@ -130,10 +131,17 @@ def run(args) -> dict:
                    (f"data-general-s{more_seed}",
                     fresh_prompts(build_general_prompts, more_seed, args.seed, args.general_prompts),
                     args.more_general_prompts)]
-    folders = []
-    record["data"] = {"shards": []}
     model = load_model(target)
     target_sha = None  # hashed only when a folder is built (253 MB to read)
+
+    def build_self_instruct_prompts(count, seed):  # written by the target, kept next to the answers
+        key = self_instruct.prompts_key(target_sha or sha256(target), count, seed)
+        path = Path(args.answers_dir) / "prompts-self-instruct.json" if args.answers_dir else None
+        return self_instruct.kept_or_written(model, path, key, count, seed, n_threads=args.threads)
+
+    shards.append(("data-self-instruct", build_self_instruct_prompts, args.self_instruct_prompts))
+    folders = []
+    record["data"] = {"shards": []}
     for name, builder, count in shards:
         if not count:
             continue
@@ -141,6 +149,9 @@ def run(args) -> dict:
         kept_answers = {"file": None}
         if not (folder / "index.json").exists():
             prompts = builder(count, args.seed)
+            if not prompts:  # a target that writes no usable prompt (self_instruct) adds no set
+                print(f"{name}: no prompts, skipped", flush=True)
+                continue
             target_sha = target_sha or sha256(target)
             key = answers_key(target_sha, prompts, args.max_tokens, DATA_N_CTX, args.sampled_share, args.seed)
             kept_path = Path(args.answers_dir) / f"{name}.npz"
@@ -257,6 +268,8 @@ def main(argv=None) -> int:
                     help="prompts with long real contexts (build_continuation_prompts); 0 for none")
     ap.add_argument("--copy-prompts", type=int, default=0,
                     help="prompts whose answers repeat their context (build_copy_prompts); 0 for none")
+    ap.add_argument("--self-instruct-prompts", type=int, default=0,
+                    help="prompts whose wording the target writes (llamaspec.train.self_instruct); 0 for none")
     ap.add_argument("--more-seeds", default="",
                     help="comma-separated seeds of further stdlib and general prompt sets (their new prompts only)")
     ap.add_argument("--more-prompts", type=int, default=0, help="stdlib-derived prompts drawn per --more-seeds seed")

@@ -135,7 +135,9 @@ def run(args) -> dict:
     target_sha = None  # hashed only when a folder is built (253 MB to read)
 
     def build_self_instruct_prompts(count, seed):  # written by the target, kept next to the answers
-        key = self_instruct.prompts_key(target_sha or sha256(target), count, seed)
+        nonlocal target_sha
+        target_sha = target_sha or sha256(target)
+        key = self_instruct.prompts_key(target_sha, count, seed)
         path = Path(args.answers_dir) / "prompts-self-instruct.json" if args.answers_dir else None
         return self_instruct.kept_or_written(model, path, key, count, seed, n_threads=args.threads)
 

@@ -20,10 +20,10 @@ import hashlib
 import json
 import random
 import time
-from importlib import resources
 from pathlib import Path
 from typing import List, Optional
 
+from ..evaluate import builtin_prompts
 from .prompts import LANGUAGES_CODE, NAMES, SUBJECTS
 
 # category -> (what the user asked for, the words that open the quote); "{topic}" is a subject
@@ -73,10 +73,6 @@ def scenes(n: int, seed: int) -> List[dict]:
         out.append({"category": category, "scene": text, "seed": rng.randrange(1 << 30),
                     "ask": rng.randrange(1 << 30)})
     return out
-
-
-def _suite() -> list:
-    return [t["prompt"] for t in json.loads((resources.files("llamaspec") / "prompts.json").read_text())["tasks"]]
 
 
 def close_to_suite(text: str, suite: list, bound: float = 0.6) -> bool:
@@ -130,7 +126,7 @@ def write_prompts(model, n: int, seed: int = 0, n_seq: int = 16, n_ctx: int = 25
     from ..batch import Batch
 
     t0 = time.perf_counter()
-    suite = _suite()
+    suite = [t["prompt"] for t in builtin_prompts()]
     pool = scenes(8 * n, seed)
     prompts: List[dict] = []
     seen = set()

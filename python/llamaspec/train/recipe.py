@@ -40,7 +40,7 @@ from ..evaluate import headless_pyplot
 from ..generator import load_model
 from . import round_calibration, self_instruct
 from .calibrate import calibrate
-from .answers import answers_key, file_sha256 as sha256, load_answers, save_answers, spot_check
+from .answers import answers_key, file_sha256, load_answers, save_answers, spot_check
 from .data import answer, distill, prompt_ids
 from .prompts import (build_continuation_prompts, build_copy_prompts, build_general_prompts, build_prompts,
                       fresh_prompts)
@@ -127,7 +127,7 @@ def run(args) -> dict:
 
     def build_self_instruct_prompts(count, seed):  # written by the target, kept next to the answers
         nonlocal target_sha
-        target_sha = target_sha or sha256(target)
+        target_sha = target_sha or file_sha256(target)
         key = self_instruct.prompts_key(target_sha, count, seed)
         path = Path(args.answers_dir) / "prompts-self-instruct.json" if args.answers_dir else None
         return self_instruct.kept_or_written(model, path, key, count, seed, n_threads=args.threads)
@@ -145,7 +145,7 @@ def run(args) -> dict:
             if not prompts:  # a target that writes no usable prompt (self_instruct) adds no set
                 print(f"{name}: no prompts, skipped", flush=True)
                 continue
-            target_sha = target_sha or sha256(target)
+            target_sha = target_sha or file_sha256(target)
             key = answers_key(target_sha, prompts, args.max_tokens, DATA_N_CTX, args.sampled_share, args.seed)
             kept_path = Path(args.answers_dir) / f"{name}.npz"
             ids = prompt_ids(model, prompts, DATA_N_CTX, args.max_tokens)
@@ -236,7 +236,7 @@ def run(args) -> dict:
                                                             n_prompts=args.round_calibration_prompts,
                                                             max_tokens=96, n_threads=args.threads,
                                                             exclude=[(seed, counts) for seed in seeds])
-    record["export"] = {"path": out.as_posix(), "bytes": out.stat().st_size, "sha256": sha256(out),
+    record["export"] = {"path": out.as_posix(), "bytes": out.stat().st_size, "sha256": file_sha256(out),
                         "quantized": sorted(plan)}
     record["reproduce"] = reproduce_command(args)
     out.with_suffix(".json").write_text(json.dumps(record, indent=1))

@@ -44,3 +44,32 @@ def test_real_generations_add_up(target_model, models):
     total = SpecStats.combine(parts)
     assert total.n_generated == 48 and total.n_accepted == sum(p.n_accepted for p in parts)
     assert np.array_equal(total.accepted_at, parts[0].accepted_at + parts[1].accepted_at)
+
+
+def test_stats_without_drafts_are_strict_json_and_print_no_nan():
+    """A generation that drafted nothing (plain decoding, a schedule that skipped every round)."""
+    import json
+
+    s = make([0, 0, 0], [0, 0, 0])
+    digest = json.loads(json.dumps(s.summary(), allow_nan=False))  # raises on NaN
+    assert digest["acceptance_rate"] is None and digest["P"] == [None] * 4
+    assert digest["mean_accepted_length"] == 1.0
+    assert "nan" not in s.table().lower() and "nothing drafted" in s.table()
+    assert make([2], [1]).summary()["acceptance_rate"] == 0.5
+
+
+def test_cli_json_is_strict_json_for_plain_and_speculative_runs(models, tmp_path, capsys):
+    """`python -m llamaspec --json` writes what any JSON parser reads, drafts or not."""
+    import json
+
+    from llamaspec.__main__ import main
+
+    for spec_type, draft in (("none", None), ("draft-simple", models["draft_simple"])):
+        out = tmp_path / f"{spec_type}.json"
+        argv = ["-m", models["target"], "--spec-type", spec_type, "-n", "12", "--ignore-eos", "--n-ctx", "256",
+                "--json", str(out)] + (["-md", draft] if draft else [])
+        assert main(argv) == 0
+        record = json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in {spec_type} JSON"))
+        assert record["generated"] == 12 and len(record["tokens"]) == 12
+        assert (record["drafted"] == 0) == (spec_type == "none")
+    assert "nan" not in capsys.readouterr().out.lower()

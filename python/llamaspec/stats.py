@@ -8,6 +8,10 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 
+def _none_if_nan(value: float) -> Optional[float]:
+    return None if np.isnan(value) else float(value)
+
+
 @dataclass(frozen=True, repr=False)
 class SpecStats:
     """Per-round record of one generation.
@@ -183,7 +187,7 @@ class SpecStats:
         return self.n_generated / seconds if seconds > 0 else float("nan")
 
     def summary(self) -> dict:
-        """JSON-ready digest."""
+        """JSON-ready digest: a rate with nothing to count (NaN) is None, so strict JSON parsers read it."""
         return {
             "spec_type": self.spec_type,
             "n_max": self.n_max,
@@ -193,11 +197,11 @@ class SpecStats:
             "accepted": self.n_accepted,
             "proposed": int(self.proposed.sum()),
             "rounds_without_draft": int((self.drafted == 0).sum()),
-            "acceptance_rate": self.acceptance_rate,
-            "mean_accepted_length": self.mean_accepted_length,
-            "tokens_per_second": self.tokens_per_second,
-            "P": [None if np.isnan(p) else float(p) for p in self.positional_acceptance],
-            "conditional_acceptance": [None if np.isnan(a) else float(a) for a in self.conditional_acceptance],
+            "acceptance_rate": _none_if_nan(self.acceptance_rate),
+            "mean_accepted_length": _none_if_nan(self.mean_accepted_length),
+            "tokens_per_second": _none_if_nan(self.tokens_per_second),
+            "P": [_none_if_nan(p) for p in self.positional_acceptance],
+            "conditional_acceptance": [_none_if_nan(a) for a in self.conditional_acceptance],
         }
 
     def __repr__(self) -> str:
@@ -212,9 +216,10 @@ class SpecStats:
         for i, (d, a, p) in enumerate(zip(self.drafted_at, self.accepted_at, self.positional_acceptance), 1):
             shown = "   -  " if np.isnan(p) else f"{p:6.3f}"
             lines.append(f"P{i:<3d} {d:8d} {a:9d} {shown}")
+        rate = "nothing drafted" if self.n_drafted == 0 else f"{self.acceptance_rate:.1%}"
         lines.append(
             f"rounds {self.rounds}, generated {self.n_generated}, drafted {self.n_drafted}, "
-            f"accepted {self.n_accepted} ({self.acceptance_rate:.1%}), "
+            f"accepted {self.n_accepted} ({rate}), "
             f"tokens/round {self.mean_accepted_length:.2f}, {self.tokens_per_second:.1f} tok/s"
         )
         return "\n".join(lines)

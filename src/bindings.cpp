@@ -174,6 +174,7 @@ NB_MODULE(_core, m) {
     llama_log_set(log_filter, nullptr);
     set_verbose(false);
     bind_batch(m);
+    bind_kernels(m);
 
     m.def("set_verbose", &set_verbose, "verbose"_a, "Show llama.cpp's informational logs (default: errors only).");
     m.def("system_info", [] { return std::string(llama_print_system_info()); });

@@ -38,3 +38,6 @@ auto run_exclusive(std::atomic<bool> & busy, T * object, const char * closed_mes
 
 // _core.BatchEngine
 void bind_batch(nanobind::module_ & m);
+
+// _core.set_multidot / mul_mat / mul_mat_reference / time_mul_mat (kernel_probe.cpp)
+void bind_kernels(nanobind::module_ & m);

@@ -34,6 +34,22 @@ def batch_invariant() -> bool:
     return _core.get_batch_invariant()
 
 
+def set_multidot(on: bool = True) -> None:
+    """Process-wide switch of the few-column matmul kernels (on by default; ``patches/0008``).
+
+    On, a CPU matmul of Q4_0, Q5_0, Q8_0 or Q6_K weights with 1..16 activation columns (a speculative
+    verification pass, the first sizes of a batched round) reads every weight block once for all columns,
+    with each column computed exactly as the one-column kernel computes it: outputs are bit-identical either
+    way, only the speed differs (``bench/verify_cost.py``). Off, llama.cpp's own kernels run.
+    """
+    _core.set_multidot(bool(on))
+
+
+def multidot() -> bool:
+    """Whether the few-column matmul kernels are on."""
+    return _core.get_multidot()
+
+
 def supports_gpu_offload() -> bool:
     """Whether this build has a GPU backend with a device (a CUDA build on a CUDA machine): models then
     load every layer onto it (``load_model(path, n_gpu_layers=-1)``, the default; ``Model.devices`` says where)."""
@@ -50,6 +66,6 @@ def quantize(src: "str | os.PathLike[str]", dst: "str | os.PathLike[str]", type:
     """Requantize a GGUF with llama.cpp's quantizer (Q2_K, Q3_K_S, Q4_K_M, Q8_0, Q4_0 or F16), e.g. for a weaker draft."""
     _core.quantize(os.fspath(src), os.fspath(dst), type, n_threads)
 
-__all__ = ["Batch", "Request", "evaluate", "Report", "Context", "Sampler", "set_batch_invariant", "batch_invariant", "supports_gpu_offload", "Generator", "GenerationResult", "ChatResult", "StreamChunk", "SpecStats", "Model", "load_model",
+__all__ = ["Batch", "Request", "evaluate", "Report", "Context", "Sampler", "set_batch_invariant", "batch_invariant", "set_multidot", "multidot", "supports_gpu_offload", "Generator", "GenerationResult", "ChatResult", "StreamChunk", "SpecStats", "Model", "load_model",
            "inspect_gguf", "set_verbose", "quantize", "models"]
 __version__ = "0.1.0"

@@ -1,0 +1,115 @@
+"""Micro-benchmark of one MUL_MAT per weight type and number of columns: llama.cpp's CPU kernels against the
+few-column kernels of patches/0008 (``llamaspec.set_multidot``), side by side in one process.
+
+For every type and n = 1..16: one random weight matrix (default 16384 x 4096: larger than the L3 cache of the
+machines measured, so the weights stream from memory as a model's do), n random columns, each mode timed in
+turn (off, on / on, off alternating per repeat), medians of the per-repeat best of a few runs.
+Reported per type: milliseconds, cost(n) / cost(1) of each mode (cost(1) of the same mode), and off / on.
+
+    python bench/kernels.py [--types q8_0,q5_0,q4_0,q6_K] [--rows 16384] [--k 4096] [--threads 2]
+
+Writes bench/results/kernels.json and kernels.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import llamaspec
+from llamaspec import _core
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TYPES = ["q8_0", "q5_0", "q4_0", "q6_K", "q4_K", "q5_K"]
+
+
+def measure_type(weight_type: str, rows: int, k: int, threads: int, ns: list, repeats: int, runs: int) -> dict:
+    timer = _core.MatMulTimer(weight_type, rows, k, threads, 0)
+    seconds = {(n, on): [] for n in ns for on in (False, True)}
+    for rep in range(repeats):
+        for n in ns:
+            for on in ((False, True) if rep % 2 == 0 else (True, False)):
+                llamaspec.set_multidot(on)
+                seconds[(n, on)].append(min(timer.time(n, runs)))
+    llamaspec.set_multidot(True)
+    ms = {key: 1e3 * statistics.median(v) for key, v in seconds.items()}
+    rows_out = []
+    for n in ns:
+        rows_out.append({
+            "n": n,
+            "off_ms": ms[(n, False)], "on_ms": ms[(n, True)],
+            "off_cost_ratio": ms[(n, False)] / ms[(1, False)], "on_cost_ratio": ms[(n, True)] / ms[(1, True)],
+            "on_cost_over_off_cost1": ms[(n, True)] / ms[(1, False)],
+            "speedup": ms[(n, False)] / ms[(n, True)],
+        })
+    return {"type": weight_type, "rows": rows, "k": k, "weight_mb": timer.nbytes / 1e6, "by_n": rows_out}
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        "# Few-column matmul kernels: one MUL_MAT per type and number of columns",
+        "",
+        f"`python bench/kernels.py {report['args']}` on {report['cpu']}, {report['threads']} threads, "
+        f"{report['repeats']} interleaved repeats (off/on order alternating), median of per-repeat best of "
+        f"{report['runs']} runs. Off = llama.cpp's kernels (vec_dot, llamafile tinyBLAS, tiled off: the "
+        "batch-invariant mode is on, as llamaspec runs); on = patches/0008. Both give the same bits "
+        "(tests/test_kernels.py). q4_K / q5_K are not taken by the kernels yet (equal columns expected).",
+        "",
+    ]
+    for t in report["types"]:
+        lines += [f"## {t['type']}: {t['rows']} x {t['k']} ({t['weight_mb']:.1f} MB)", "",
+                  "| n | off ms | on ms | off cost(n)/cost(1) | on cost(n)/cost(1) | off/on |",
+                  "|---|---|---|---|---|---|"]
+        for r in t["by_n"]:
+            lines.append(f"| {r['n']} | {r['off_ms']:.3f} | {r['on_ms']:.3f} | {r['off_cost_ratio']:.2f} | "
+                         f"{r['on_cost_ratio']:.2f} | {r['speedup']:.2f}x |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--types", default=",".join(TYPES))
+    parser.add_argument("--rows", type=int, default=16384)
+    parser.add_argument("--k", type=int, default=4096)
+    parser.add_argument("-t", "--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=5, help="runs per repeat (the best is kept)")
+    parser.add_argument("--ns", default=",".join(str(n) for n in range(1, 17)))
+    parser.add_argument("--out", default="kernels", help="result file stem in bench/results/")
+    args = parser.parse_args(argv)
+    ns = [int(n) for n in args.ns.split(",")]
+    if ns[0] != 1:
+        ns = [1] + ns
+    report = {"args": " ".join(sys.argv[1:] if argv is None else argv), "cpu": cpu_name(), "threads": args.threads,
+              "repeats": args.repeats, "runs": args.runs, "types": []}
+    t0 = time.time()
+    for weight_type in args.types.split(","):
+        entry = measure_type(weight_type, args.rows, args.k, args.threads, ns, args.repeats, args.runs)
+        report["types"].append(entry)
+        print(markdown({**report, "types": [entry]}).split("\n", 6)[-1], flush=True)
+    report["seconds"] = time.time() - t0
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=1))
+    (RESULTS / f"{args.out}.md").write_text(markdown(report))
+    print(f"wrote {RESULTS / args.out}.md ({report['seconds']:.0f} s)")
+    return 0
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

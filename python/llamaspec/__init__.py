@@ -37,8 +37,8 @@ def batch_invariant() -> bool:
 def set_multidot(on: bool = True) -> None:
     """Process-wide switch of the few-column matmul kernels (on by default; ``patches/0008``).
 
-    On, a CPU matmul of Q4_0, Q5_0, Q8_0 or Q6_K weights with 1..16 activation columns (a speculative
-    verification pass, the first sizes of a batched round) reads every weight block once for all columns,
+    On, a CPU matmul of Q4_0, Q5_0, Q8_0, Q6_K or repacked Q4_K weights with 1..16 activation columns (a
+    speculative verification pass, the first sizes of a batched round) reads every weight block once for all columns,
     with each column computed exactly as the one-column kernel computes it: outputs are bit-identical either
     way, only the speed differs (``bench/verify_cost.py``). Off, llama.cpp's own kernels run.
     """

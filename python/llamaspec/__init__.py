@@ -37,10 +37,14 @@ def batch_invariant() -> bool:
 def set_multidot(on: bool = True) -> None:
     """Process-wide switch of the few-column matmul kernels (on by default; ``patches/0008``).
 
-    On, a CPU matmul of Q4_0, Q5_0, Q8_0, Q6_K or repacked Q4_K weights with 1..16 activation columns (a
-    speculative verification pass, the first sizes of a batched round) reads every weight block once for all columns,
-    with each column computed exactly as the one-column kernel computes it: outputs are bit-identical either
-    way, only the speed differs (``bench/verify_cost.py``). Off, llama.cpp's own kernels run.
+    On, a CPU matmul of Q4_0, Q5_0, Q6_K or repacked Q4_K weights with 1..16 activation columns (a
+    speculative verification pass, the first sizes of a batched round) reads every weight block once for
+    all columns, with each column computed exactly as the one-column kernel computes it (bit-identical
+    either way). And models loaded while it is on store their Q8_0 matmul weights with 8 rows interleaved
+    (x86 with VNNI), computed one output row per vector lane for any number of columns: the same rounding
+    for every batch, a little different from llama.cpp's one-token kernel. Such a model keeps that layout
+    whatever the switch says later; load models again to compare (``bench/verify_cost.py``). Off, llama.cpp's
+    own kernels run.
     """
     _core.set_multidot(bool(on))
 

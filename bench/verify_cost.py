@@ -11,6 +11,7 @@ n_embd 2048, n_ff 6144; the tiny test vocabulary, so its output head is small) i
 written into bench/.models on first use (speed does not depend on the weights' values).
 
     python bench/verify_cost.py [--models gemma,qwen3-q4_k_m,qwen3-q8_0] [--repeats 5] [--threads 2]
+    python bench/verify_cost.py --parts batch --out verify_cost_batch   # Batch, B = 1, 4, 8, 16
 
 Writes bench/results/verify_cost.json, verify_cost.md and verify_cost.png.
 """
@@ -138,6 +139,31 @@ def plain_and_prefill(models: dict, threads: int, repeats: int) -> dict:
     return {"plain_tok_s": tok_s, "prefill_512_s": prefill_s}
 
 
+def batched(models: dict, threads: int, repeats: int, batches: list, n_tokens: int = 48) -> dict:
+    """Plain batched decoding (``llamaspec.Batch``, spec_type none): aggregate generated tok/s of the rounds
+    after the one that reads the prompts, B sequences, each side on its own copy of the model."""
+    from llamaspec.evaluate import builtin_prompts
+
+    prompts = [t["prompt"] for t in builtin_prompts()]
+    out = {}
+    for b in batches:
+        engines = {on: llamaspec.Batch(m, n_seq=b, spec_type="none", n_ctx=1024, n_threads=threads)
+                   for on, m in models.items()}
+
+        def measure(on):
+            batch = engines[on]
+            for i in range(b):
+                batch.submit(prompts[i % len(prompts)], n_tokens, ignore_eos=True)
+            batch.step()  # prompts + the first token of each
+            t0 = time.perf_counter()
+            batch.run()
+            return b * (n_tokens - 1) / (time.perf_counter() - t0)
+        out[b] = interleave(repeats, measure)
+        for e in engines.values():
+            e.close()
+    return out
+
+
 def markdown(report: dict) -> str:
     lines = [
         "# Verification cost curve: llama.cpp's CPU kernels (off) vs the few-column kernels (on)",
@@ -150,6 +176,13 @@ def markdown(report: dict) -> str:
         "",
     ]
     for name, m in report["models"].items():
+        if "curve" not in m:
+            lines += [f"## {name}", "", "Plain batched decoding (`Batch`, aggregate generated tok/s):", "",
+                      "| B | off | on | on/off |", "|---|---|---|---|"]
+            for b, r in m["batched_tok_s"].items():
+                lines.append(f"| {b} | {r['off']:.1f} | {r['on']:.1f} | {r['on'] / r['off']:.2f}x |")
+            lines.append("")
+            continue
         lines += [f"## {name}", "",
                   f"Plain decoding: {m['plain_tok_s']['off']:.1f} tok/s off, {m['plain_tok_s']['on']:.1f} on "
                   f"({m['plain_tok_s']['on'] / m['plain_tok_s']['off']:.3f}x). 512-token prompt: "
@@ -195,6 +228,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", default="verify_cost")
+    parser.add_argument("--parts", default="curve", choices=("curve", "batch"),
+                        help="curve: the cost curve, plain decoding, a prompt; batch: batched plain decoding")
+    parser.add_argument("--batches", default="1,4,8,16", help="sequences per batch for --parts batch")
     args = parser.parse_args(argv)
     from kernels import cpu_name  # noqa: E402 (bench/ is the script's folder)
 
@@ -205,8 +241,12 @@ def main(argv=None) -> int:
               "qwen3-q8_0": "qwen3 8 x 2048 Q8_0 (random weights)"}
     for name in args.models.split(","):
         models = load_both(model_path(name, args.threads))
-        entry = cost_curve(models, args.threads, args.repeats, args.runs)
-        entry.update(plain_and_prefill(models, args.threads, args.repeats))
+        if args.parts == "batch":
+            entry = {"batched_tok_s": batched(models, args.threads, args.repeats,
+                                              [int(b) for b in args.batches.split(",")])}
+        else:
+            entry = cost_curve(models, args.threads, args.repeats, args.runs)
+            entry.update(plain_and_prefill(models, args.threads, args.repeats))
         del models
         report["models"][labels.get(name, name)] = entry
         print(markdown({**report, "models": {labels.get(name, name): entry}}).split("\n", 4)[-1], flush=True)
@@ -214,8 +254,9 @@ def main(argv=None) -> int:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=1))
     (RESULTS / f"{args.out}.md").write_text(markdown(report))
-    plot(report, RESULTS / f"{args.out}.png")
-    print(f"wrote {RESULTS / args.out}.md and .png ({report['seconds']:.0f} s)")
+    if args.parts == "curve":
+        plot(report, RESULTS / f"{args.out}.png")
+    print(f"wrote {RESULTS / args.out}.md ({report['seconds']:.0f} s)")
     return 0
 
 

@@ -210,10 +210,12 @@ void check_shapes(const f32_matrix & w, const f32_matrix & x) {
     }
 }
 
-nb::ndarray<nb::numpy, float, nb::ndim<2>> to_numpy(std::vector<float> && v, size_t n, size_t rows) {
-    auto * owned = new std::vector<float>(std::move(v));
-    nb::capsule free_it(owned, [](void * p) noexcept { delete (std::vector<float> *) p; });
-    return nb::ndarray<nb::numpy, float, nb::ndim<2>>(owned->data(), {n, rows}, free_it);
+// an (n x rows) numpy array that owns v
+template <typename T>
+nb::ndarray<nb::numpy, T, nb::ndim<2>> to_numpy(std::vector<T> && v, size_t n, size_t rows) {
+    auto * owned = new std::vector<T>(std::move(v));
+    nb::capsule free_it(owned, [](void * p) noexcept { delete (std::vector<T> *) p; });
+    return nb::ndarray<nb::numpy, T, nb::ndim<2>>(owned->data(), {n, rows}, free_it);
 }
 
 }  // namespace
@@ -297,9 +299,7 @@ void bind_kernels(nb::module_ & m) {
                 ref[c*rows + r] = s;
             }
         }
-        auto * owned = new std::vector<double>(std::move(ref));
-        nb::capsule free_it(owned, [](void * p) noexcept { delete (std::vector<double> *) p; });
-        return nb::ndarray<nb::numpy, double, nb::ndim<2>>(owned->data(), {(size_t) n, (size_t) rows}, free_it);
+        return to_numpy(std::move(ref), (size_t) n, (size_t) rows);
     }, "type"_a, "weights"_a, "x"_a,
        "The same product in float64 from the dequantized weights and the dequantized converted x (ggml's reference).");
 

@@ -1,6 +1,6 @@
 """Hybrid targets side by side with llama.cpp's own tool, and what rollback costs.
 
-1. Tokens: the tiny qwen3 / qwen35 / qwen35moe pairs of llamaspec.tiny_models.write_hybrid_set through
+1. Tokens: the tiny qwen3 / qwen35 / qwen35moe pairs of llamaspec.testing.write_hybrid_set through
    llamaspec and through llama.cpp's ``llama-speculative-simple`` built from the same patched tree
    (bench/llama_tool.py), greedy, same prompt, depth and threads; both with the batch-invariant mode
    on (the tool reads GGML_CPU_BATCH_INVARIANT=1). llama-speculative-simple runs a round or two past
@@ -12,7 +12,7 @@
 
     python bench/architectures.py [--repeats 5] [--threads 2]
 
-Writes bench/results/architectures.json and .md.
+Writes bench/results/architectures/architectures.json and .md.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ import sys
 from pathlib import Path
 
 import llamaspec
-from llamaspec import tiny_models
+from llamaspec import testing as tiny_models
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import llama_tool  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = HERE / "results" / "architectures"
 PROMPT = "the cat sat on the mat. the cat sat on the"
 
 
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
                          f"{r['replay_seconds']:.3f} |")
     text = "\n".join(lines) + "\n"
     print(text)
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "architectures.json").write_text(json.dumps(report, indent=1))
     (RESULTS / "architectures.md").write_text(text)
     return 0

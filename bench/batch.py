@@ -21,7 +21,7 @@ for llama.cpp's tools), so both compute the same thing.
 
     python bench/batch.py [--repeats 3] [--tokens 64] [--batches 1,4,8,16] [--threads 2]
 
-Writes bench/results/batch_cpu.json, batch_cpu.md and batch_cpu.png (aggregate tok/s vs B).
+Writes bench/results/batch/batch_cpu.json, batch_cpu.md and batch_cpu.png (aggregate tok/s vs B).
 """
 
 from __future__ import annotations
@@ -41,12 +41,12 @@ from importlib import resources
 from pathlib import Path
 
 import llamaspec
-from llamaspec import tiny_models
+from llamaspec import testing as tiny_models
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from llama_tool import BUILD_DIR, LLAMA_CPP_DIR, REPO  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "batch"
 TOOL_ENV = {**os.environ, "GGML_CPU_BATCH_INVARIANT": "1"}
 
 

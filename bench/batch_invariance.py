@@ -10,7 +10,7 @@ same setting (the property the mode exists for).
 
     python bench/batch_invariance.py [--quick] [--threads 2]
 
-Writes bench/results/batch_invariance.json and .md.
+Writes bench/results/batch_invariance/batch_invariance.json and .md.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 import llamaspec
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = HERE / "results" / "batch_invariance"
 
 
 def gemma_paths(threads: int) -> tuple[str, str]:
@@ -40,7 +40,7 @@ def gemma_paths(threads: int) -> tuple[str, str]:
 
 
 def tiny_path() -> str:
-    from llamaspec import tiny_models
+    from llamaspec import testing as tiny_models
 
     out = RESULTS.parent / ".tiny"
     if not (out / "target.gguf").exists():
@@ -164,7 +164,7 @@ def main(argv=None) -> int:
         report["models"][name] = entry
         print_model(name, entry)
 
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     suffix = "_quick" if args.quick else ""
     (RESULTS / f"batch_invariance{suffix}.json").write_text(json.dumps(report, indent=1))
     (RESULTS / f"batch_invariance{suffix}.md").write_text(markdown(report))

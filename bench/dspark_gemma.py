@@ -22,7 +22,7 @@ Reports:
   (the shipped confidence with the recipe's Platt scaling undone: z = (logit(p) - c) / a), with a
   reliability diagram ``dspark_gemma_calibration.png``.
 
-Writes bench/results/dspark_gemma.{md,json} and the two plots.
+Writes bench/results/dspark_gemma/dspark_gemma.{md,json} and the two plots.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import llama_tool  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 HEAD = REPO / "python" / "llamaspec" / "models" / "gemma3-270m-dspark.gguf"
-RESULTS = REPO / "bench" / "results"
+RESULTS = REPO / "bench" / "results" / "dspark_gemma"
 N_MAX_SET = (2, 3, 5, 8)
 AGAIN = "none again"  # a second plain generator: the A/A control of the schedule's speed
 GOALS = {"tau_structured": 3.0, "tau_prose": 1.5, "auc": 0.85, "ece": 0.05, "scheduled_vs_none": 0.98}

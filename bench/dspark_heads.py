@@ -7,7 +7,7 @@ How a new head is judged against the shipped one before it replaces it: every he
 same target text and their token counts are deterministic (one repeat suffices for tau and P1..P8; tok/s
 is left to bench/dspark_gemma.py). Prints per-task tau, pooled tau / acceptance / P1..P8 and the
 confidence head's pooled AUC / ECE on the judged draft tokens; writes OUT.md and OUT.json
-(default bench/results/dspark_gemma_heads).
+(default bench/results/dspark_heads/dspark_gemma_heads).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from llamaspec.evaluate import calibration, evaluate, verified_tokens
 from llamaspec.stats import SpecStats
 from llamaspec.train.answers import file_sha256
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "dspark_heads"
 
 
 def named_heads(words: list) -> dict:

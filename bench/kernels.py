@@ -8,7 +8,7 @@ Reported per type: milliseconds, cost(n) / cost(1) of each mode (cost(1) of the 
 
     python bench/kernels.py [--types q8_0,q5_0,q4_0,q6_K] [--rows 16384] [--k 4096] [--threads 2]
 
-Writes bench/results/kernels.json and kernels.md.
+Writes bench/results/kernels/kernels.json and kernels.md.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 import llamaspec
 from llamaspec import _core
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "kernels"
 # type[@layout]: q4_K@CPU_REPACK / q8_0@CPU_ROWS8 are Q4_K / Q8_0 as a model loads them (8 rows interleaved)
 TYPES = ["q8_0", "q8_0@CPU_ROWS8", "q5_0", "q4_0", "q6_K", "q4_K@CPU_REPACK", "q4_K", "q5_K"]
 
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--runs", type=int, default=5, help="runs per repeat (the best is kept)")
     parser.add_argument("--ns", default=",".join(str(n) for n in range(1, 17)))
-    parser.add_argument("--out", default="kernels", help="result file stem in bench/results/")
+    parser.add_argument("--out", default="kernels", help="result file stem in bench/results/kernels/")
     args = parser.parse_args(argv)
     ns = [int(n) for n in args.ns.split(",")]
     if ns[0] != 1:
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
         report["types"].append(entry)
         print(markdown({**report, "types": [entry]}).split("\n", 6)[-1], flush=True)
     report["seconds"] = time.time() - t0
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=1))
     (RESULTS / f"{args.out}.md").write_text(markdown(report))
     print(f"wrote {RESULTS / args.out}.md ({report['seconds']:.0f} s)")

@@ -7,7 +7,7 @@ decoded, prefill seconds, and time to the first generated token; medians and rat
 
     python bench/prefix_reuse.py [--repeats 5] [--threads 2]
 
-Writes bench/results/prefix_reuse.json and .md.
+Writes bench/results/prefix_reuse/prefix_reuse.json and .md.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import llamaspec
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "prefix_reuse"
 
 SYSTEM = ("You are a careful assistant for a small bookshop. You answer questions about opening hours, "
           "book orders, gift cards and events. Keep answers short and friendly, and say when you are unsure. "
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     lines += ["", f"reuse / cold: prefill {ratio['prefill_seconds']:.3f}x, "
                   f"time to first token {ratio['time_to_first_token']:.3f}x"]
     print("\n".join(lines))
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "prefix_reuse.json").write_text(json.dumps(report, indent=1))
     (RESULTS / "prefix_reuse.md").write_text("\n".join(lines) + "\n")
     return 0

@@ -16,7 +16,7 @@ Per model suite:
 3. llama.cpp side by side (fixed modes): per task, llamaspec and llama.cpp's tool built from the same
    tree alternate (A B A B); the tool's text and rounds must equal llamaspec's, token for token.
 
-Writes bench/results/results.md, results.json, run_<suite>_report.json.gz (every run: Report.from_json),
+Writes bench/results/run/results.md, results.json, run_<suite>_report.json.gz (every run: Report.from_json),
 acceptance.png and speedup_<suite>.png.
 """
 
@@ -132,7 +132,7 @@ def make_suites(quick: bool, threads: int, max_tokens: Optional[int], repeats: O
     suites.append(Suite(
         name="tiny", title="tiny generated Qwen3 target with random-weight DSpark / DFlash heads",
         models={k: tiny[k] for k in ("target", "draft_simple", "dspark", "dflash")},
-        about={"target": "llamaspec.tiny_models target: 4-layer qwen3, vocab 384, random weights (seed 0)",
+        about={"target": "llamaspec.testing target: 4-layer qwen3, vocab 384, random weights (seed 0)",
                "draft_simple": "the target's first 2 layers (same seed): partial agreement with the target",
                "dspark": "random-weight DSpark head (block 8, Markov head): acceptance ~0 by construction",
                "dflash": "random-weight DFlash head (block 8): acceptance ~0 by construction"},
@@ -503,7 +503,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--no-gemma", action="store_true", help="tiny models only")
     parser.add_argument("--no-repack", action="store_true",
                         help="turn off llama.cpp's CPU weight repacking on both sides")
-    parser.add_argument("--out", type=Path, default=BENCH / "results")
+    parser.add_argument("--out", type=Path, default=BENCH / "results" / "run")
     parser.add_argument("--markdown-only", action="store_true",
                         help="rewrite results.md from the results.json in --out, running nothing")
     args = parser.parse_args(argv)

@@ -4,7 +4,7 @@
 Both run in C++ on the same random logits (one row = one verified position) with the same
 parameters; llama.cpp's side builds its candidate array from the logits each time, as
 common_sampler does. Before timing, each configuration is checked to give the same truncated
-support and probabilities within 1e-6. Prints a table and writes bench/results/sampler.json.
+support and probabilities within 1e-6. Prints a table and writes bench/results/sampler/sampler.json.
 
     python bench/sampler_bench.py [--rows 64] [--repeats 5]
 """
@@ -20,7 +20,7 @@ import numpy as np
 
 from llamaspec import _core
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "sampler"
 
 CONFIGS = {
     "llama.cpp defaults (t=0.8 k=40 p=0.95 min_p=0.05)": (0.8, 40, 0.95, 0.05),
@@ -64,7 +64,7 @@ def main() -> int:
             rows.append(row)
             print(f"{vocab_name:18s} {name:52s} {row['fused_us_per_position']:12.1f} "
                   f"{row['llama_us_per_position']:12.1f} {row['speedup']:7.2f}x  {'yes' if same else 'NO'}")
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "sampler.json"
     out.write_text(json.dumps({"machine": platform.processor() or platform.machine(), "rows": args.rows,
                                "repeats": args.repeats, "results": rows}, indent=2))

@@ -12,7 +12,7 @@ times verification passes of each length, so faster passes change its choices).
 
     python bench/spec_e2e.py [--repeats 2] [--max-tokens 96] [--threads 2]
 
-Writes bench/results/spec_e2e.json and spec_e2e.md.
+Writes bench/results/spec_e2e/spec_e2e.json and spec_e2e.md.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import llamaspec
 from llamaspec.evaluate import builtin_prompts, evaluate
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = HERE / "results" / "spec_e2e"
 HEAD = str(HERE.parent / "python" / "llamaspec" / "models" / "gemma3-270m-dspark.gguf")
 STRUCTURED = ("code_python", "code_cpp", "code_completion", "json_output", "repeat_pattern")
 
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
               "repeats": args.repeats, "max_tokens": args.max_tokens, "lossless": f"{same}/{total} runs equal plain decoding",
               "off": summarise(reports[False], names), "on": summarise(reports[True], names),
               "seconds": time.time() - t0}
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=1))
     (RESULTS / f"{args.out}.md").write_text(markdown(result))
     print(markdown(result))

@@ -15,7 +15,7 @@ patches/0007-dspark-draft-vocab-chain.patch (copy the tool aside before rebuildi
     cp build/llama-tools/bin/llama-speculative-simple /tmp/old   # built before 0007 was applied
     cmake --build build/llama-tools -j2 --target llama-speculative-simple
 
-Writes bench/results/tool_ab_<name>.{md,json} (--name, default "dspark_draft_vocab").
+Writes bench/results/tool_ab/tool_ab_<name>.{md,json} (--name, default "dspark_draft_vocab").
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from llamaspec.evaluate import builtin_prompts  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 HEAD = REPO / "python" / "llamaspec" / "models" / "gemma3-270m-dspark.gguf"
-RESULTS = REPO / "bench" / "results"
+RESULTS = REPO / "bench" / "results" / "tool_ab"
 
 
 def decode_rate(run: llama_tool.ToolRun) -> float:

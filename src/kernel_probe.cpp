@@ -1,7 +1,7 @@
 // _core.mul_mat / mul_mat_reference / time_mul_mat: one ggml MUL_MAT on the CPU backend, outside any model,
 // for the kernel tests (every column of an n-column product equals the one-column product bit for bit) and
 // the per-type micro-benchmark (bench/kernels.py). The weights are quantized with ggml's own quantizer.
-#include "bindings.h"
+#include "kernel_probe.h"
 
 #include "ggml-cpu.h"
 #include "ggml.h"

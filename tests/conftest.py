@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llamaspec import tiny_models  # noqa: E402
+from llamaspec import testing as tiny_models  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +30,7 @@ def target_model(models):
 
 def on_gpu() -> bool:
     """A CUDA build on a GPU machine: the models' layers run there, where kernels are chosen by batch width
-    (README, "Batch invariance": the batch-invariant kernels are CPU ones)."""
+    (docs/guide/batch-invariance.md: the batch-invariant kernels are CPU ones)."""
     import llamaspec
 
     return llamaspec.supports_gpu_offload()

@@ -99,7 +99,7 @@ def test_short_reprs(target_model):
 
 def test_installed_package_needs_no_source_checkout(tmp_path):
     """tiny_models runs from the installed wheel alone (its own copy of gguf-py), outside the checkout."""
-    code = ("import llamaspec, llamaspec.tiny_models as tm, sys; "
+    code = ("import llamaspec, llamaspec.testing as tm, sys; "
             "tm.write_all(sys.argv[1], seed=1); "
             "print(llamaspec.Generator(sys.argv[1] + '/target.gguf', spec_type='none', n_ctx=64)"
             ".generate('hi', 4, ignore_eos=True).stop_reason)")
@@ -108,7 +108,7 @@ def test_installed_package_needs_no_source_checkout(tmp_path):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("max_tokens")
-    import llamaspec.tiny_models as tm
+    import llamaspec.testing as tm
     assert "site-packages" in tm.gguf.__file__ or "_vendor" in tm.gguf.__file__
 
 

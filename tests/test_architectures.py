@@ -6,7 +6,7 @@ takes rejected draft tokens back through per-token recurrent snapshots of the ve
 (or, forced here too, state checkpoints); a hybrid draft model through checkpoints. Drafts share
 the target's first layers, so partial acceptance (the case that exercises rollback) is frequent.
 
-MATRIX below is the single source of the README's architecture table (test_readme_table).
+MATRIX below is the single source of the documentation's architecture table (test_docs_table).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ TARGETS = {  # architecture -> (target file, hybrid draft, non-hybrid draft, EAG
     "qwen35moe": ("qwen35moe_target_mtp", "qwen35moe_draft", "draft_simple", "eagle3_qwen35"),
 }
 
-# (label, spec_type, draft role): the README's columns
+# (label, spec_type, draft role): the table's rows
 DRAFTERS = [
     ("draft-simple (hybrid draft)", "draft-simple", "hybrid_draft"),
     ("draft-simple (qwen3 draft)", "draft-simple", "plain_draft"),
@@ -182,7 +182,7 @@ def test_heads_on_the_wrong_target_raise(hybrid_models, targets):
 def test_layer_features_missing_from_the_target_graph_raise(tmp_path, hybrid_models):
     """A head whose target architecture publishes no layer inputs fails with ValueError, not an abort:
     a tiny qwen2 (llama.cpp's qwen2 graph sets no t_layer_inp) with a head of its shape."""
-    from llamaspec import tiny_models
+    from llamaspec import testing as tiny_models
 
     qwen2 = tmp_path / "qwen2.gguf"
     tiny_models.write_target(qwen2, 0, arch="qwen2")
@@ -195,7 +195,7 @@ def test_layer_features_missing_from_the_target_graph_raise(tmp_path, hybrid_mod
 
 
 def render_table() -> str:
-    """The README's architecture x drafter table, from MATRIX."""
+    """The documentation's architecture x drafter table (docs/guide/drafters.md), from MATRIX."""
     archs = list(TARGETS)
     heads = [f"{a} (rollback: {EXPECTED_TARGET_ROLLBACK[a]})" for a in archs]
     lines = ["| drafter | " + " | ".join(heads) + " |", "|---|" + "---|" * len(archs)]
@@ -205,11 +205,11 @@ def render_table() -> str:
     return "\n".join(lines)
 
 
-def test_readme_table():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = re.search(r"<!-- architecture-table -->\n(.*?)\n<!-- /architecture-table -->", readme, re.S)
-    assert block, "README.md lacks the architecture table markers"
-    assert block.group(1).strip() == render_table(), "README table out of date: print(render_table())"
+def test_docs_table():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "drafters.md").read_text()
+    block = re.search(r"<!-- architecture-table -->\n(.*?)\n<!-- /architecture-table -->", page, re.S)
+    assert block, "docs/guide/drafters.md lacks the architecture table markers"
+    assert block.group(1).strip() == render_table(), "the table is out of date: print(render_table())"
 
 
 def test_sampled_output_follows_the_hybrid_target(hybrid_models, targets):

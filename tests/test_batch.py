@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import llamaspec
-from llamaspec import tiny_models
+from llamaspec import testing as tiny_models
 
 # mixed lengths: 1 token of text up to a few dozen
 PROMPTS = [

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import llamaspec
-from llamaspec import tiny_models
+from llamaspec import testing as tiny_models
 from conftest import PROMPTS, on_gpu
 
 

@@ -146,7 +146,7 @@ def test_inspect_gguf(models):
 
 def test_head_made_for_another_target(models, tmp_path):
     """Heads whose shape cannot fit the target are refused before llama.cpp would assert."""
-    from llamaspec import tiny_models
+    from llamaspec import testing as tiny_models
 
     wide = tiny_models.write_target(tmp_path / "wide.gguf", seed=5, n_embd=96, head_dim=24)
     tiny_models.write_dspark(tmp_path / "wide-dspark.gguf", wide, block_size=8)

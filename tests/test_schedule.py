@@ -98,7 +98,7 @@ def test_confidences_are_reported(models, target_model):
 def test_dspark_confidence_comes_from_its_confidence_head(models, target_model, tmp_path):
     """Two DSpark heads with the same weights, one with a conf_proj confidence head: they draft the same
     tokens, but the first reports the head's sigmoid outputs, the second the draft's top-token probability."""
-    from llamaspec import tiny_models
+    from llamaspec import testing as tiny_models
 
     plain = tmp_path / "dspark-noconf.gguf"
     tiny_models.write_dspark(plain, models["target"], block_size=8, seed=2, with_confidence=False)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import llamaspec
-from llamaspec import tiny_models
+from llamaspec import testing as tiny_models
 
 torch = pytest.importorskip("torch")
 

@@ -13,14 +13,16 @@ from .batch import Batch, Request
 from .context import Context
 from .evaluate import Report, evaluate
 from .sampler import Sampler
-from .generator import ChatResult, GenerationResult, Generator, Model, StreamChunk, load_model
+from .generator import Generator
+from .model import Model, load_model
+from .results import ChatResult, GenerationResult, StreamChunk
 from .stats import SpecStats
 
 set_verbose = _core.set_verbose
 
 
 def set_batch_invariant(on: bool = True) -> None:
-    """Process-wide switch of the batch-invariant CPU kernels (on by default; see the README).
+    """Process-wide switch of the batch-invariant CPU kernels (on by default; docs/guide/batch-invariance.md).
 
     On, a token's logits do not depend on how many tokens share its batch, so greedy speculative
     and batched output equal plain decoding bit for bit. Off, llama.cpp's faster batch kernels

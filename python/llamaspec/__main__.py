@@ -4,6 +4,7 @@
     python -m llamaspec -m target.gguf --spec-type ngram -p "..."        # n-gram self-speculation
     python -m llamaspec -m target.gguf -md draft.gguf --schedule confidence -p "..."
     python -m llamaspec demo                                             # builds its own models
+    python -m llamaspec serve target.gguf --draft head.gguf --port 8080  # OpenAI-compatible server
 """
 
 from __future__ import annotations
@@ -57,6 +58,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv and argv[0] == "demo":
         from .demo import main as demo_main
         return demo_main(argv[1:])
+    if argv and argv[0] == "serve":
+        try:
+            from .server.cli import main as serve_main
+        except ImportError as exc:
+            print(f"error: the server needs its extra: pip install 'llamaspec[server]' ({exc})", file=sys.stderr)
+            return 2
+        return serve_main(argv[1:])
 
     parser = argparse.ArgumentParser(prog="python -m llamaspec", description=__doc__.splitlines()[0])
     parser.add_argument("-m", "--target", required=True, help="target GGUF")

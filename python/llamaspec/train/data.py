@@ -28,7 +28,7 @@ import numpy as np
 
 from ..batch import Batch
 from ..context import Context
-from ..generator import load_model
+from ..model import load_model
 from .prompts import build_prompts
 
 

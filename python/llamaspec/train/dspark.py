@@ -344,7 +344,7 @@ class DSparkHead(nn.Module):
 
 
 def _reader(path: str) -> tuple:
-    from ..tiny_models import _import_gguf
+    from .._gguf import import_gguf as _import_gguf
 
     gguf = _import_gguf()
     return gguf, gguf.GGUFReader(str(path))

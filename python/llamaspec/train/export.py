@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ..tiny_models import _import_gguf
+from .._gguf import import_gguf as _import_gguf
 from .dspark import DSparkHead
 
 

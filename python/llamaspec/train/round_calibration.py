@@ -11,7 +11,7 @@ judged draft token (confidence, accepted given the tokens before it were) with
 llamaspec.evaluate.verified_tokens, fits Platt scaling sigmoid(a z + c) of the head's confidence logit z on
 half of the prompts, scores it on the other half, and folds (a, c) into ``conf_proj`` of a copy of the GGUF
 (nothing new in it) only when it lowers the other half's log-loss. On the shipped Gemma head it did not:
-its confidence was already calibrated on such rounds (bench/results/dspark_gemma_round_calibration.md).
+its confidence was already calibrated on such rounds (bench/research/results/dspark_gemma_round_calibration.md).
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from typing import Optional
 import numpy as np
 
 from ..evaluate import calibration, verified_tokens
-from ..generator import Generator, load_model
+from ..generator import Generator
+from ..model import load_model
+from ..models import gemma3_270m_target
 from .data import prompt_ids
 from .prompts import build_general_prompts, build_prompts
 
@@ -118,7 +120,7 @@ def _log_loss(z: np.ndarray, acc: np.ndarray, a: float = 1.0, c: float = 0.0) ->
 def fold_into_gguf(head: str, out: str, a: float, c: float) -> None:
     """Copy ``head`` to ``out`` with conf_proj's (f32) weight w scaled to a w and its bias b moved to a b + c:
     the confidence logit z = w.x + b becomes a z + c."""
-    from ..tiny_models import _import_gguf
+    from .._gguf import import_gguf as _import_gguf
 
     if not (np.isfinite(a) and np.isfinite(c) and a > 0):
         raise ValueError(f"a Platt scaling needs a finite a > 0 and a finite c, got a={a}, c={c}")
@@ -201,9 +203,7 @@ def run(head: str, out: str, target=None, n_prompts: int = 192, max_tokens: int 
     outside the ``exclude`` sets), fit a calibration and write ``out``: the head with it folded in when
     it lowers the held-out half's log-loss (record["folded"]), else the head unchanged. Returns the record."""
     if target is None:
-        from .recipe import default_target
-
-        target = default_target()
+        target = gemma3_270m_target()
     t0 = time.perf_counter()
     own_prompts = prompts is not None
     prompts = prompts if own_prompts else calibration_prompts(n_prompts, exclude)

@@ -104,7 +104,7 @@ def balance_fc(head: DSparkHead, data: DistilledData, n_rows: int = 20000, seed:
     """Scale the initial fc columns of each target layer by (mean RMS / that layer's feature RMS), so every
     layer starts with an equal share of the encoded context. Gemma's residual grows with depth (RMS ~40 at
     layer 2, ~900 at layer 16): with a plain init the late layers drown the early ones, which carry what
-    copying needs (bench/dspark_copy_attention.py). Returns the per-layer RMS measured on ``n_rows`` rows."""
+    copying needs (bench/research/dspark_copy_attention.py). Returns the per-layer RMS measured on ``n_rows`` rows."""
     n_layers = len(head.c.target_layers)
     rng = np.random.default_rng(seed)
     squares, count = np.zeros(n_layers), 0
@@ -144,7 +144,7 @@ def reserve_fc_slice(fc_weight: torch.Tensor, n_layers: int, n_slice: int) -> to
     """Keep the first ``n_slice`` outputs of fc free of the last target layer (its columns are the last
     of the concatenated features). Gemma's last captured layer is ~20x larger than the early ones and
     carries little of the previous token; a slice fed only by the early layers gives the attention's
-    keys a place where a copy's anchor is not drowned (bench/dspark_copy_attention.py). Returns the
+    keys a place where a copy's anchor is not drowned (bench/research/dspark_copy_attention.py). Returns the
     0/1 mask."""
     if not 0 <= n_slice <= fc_weight.shape[0]:
         raise ValueError(f"n_slice must be in [0, {fc_weight.shape[0]}], got {n_slice}")
@@ -200,7 +200,7 @@ def losses(head: DSparkHead, batch: tuple, conf_weight: float = 0.1, copy_weight
     token is its label. With ``copy_weight`` (and a batch made with ``copy_sources``) also that weight x
     the negative log attention of the first layer's head 0, at each round's first slot, on the round's
     copy source row: a training signal towards copying, which the head's graph can do only in its
-    attention (bench/dspark_copy_attention.py). ``bf16``: the head's forward pass under CPU autocast to
+    attention (bench/research/dspark_copy_attention.py). ``bf16``: the head's forward pass under CPU autocast to
     bfloat16 (matrix products 2-3x faster where the CPU has AVX512-BF16; weights and the loss stay float32)."""
     features, anchors, tokens, prev, labels = batch[:5]
     first = head.layers[0]

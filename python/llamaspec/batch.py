@@ -21,7 +21,7 @@ from collections import deque
 from typing import Callable, Deque, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _core
-from .model import ModelLike, check_max_tokens, load_model, prompt_tokens, sampling_args
+from .model import ModelLike, check_max_tokens, load_model, prompt_tokens, sampling_args, warn_if_ngram_cannot_draft
 from .results import GenerationResult, StreamChunk
 from .stats import SpecStats
 from .stops import StopMatcher, TextStream
@@ -181,6 +181,7 @@ class Batch:
         self._engine = _core.BatchEngine(self.target, self.draft, spec_type, n_max, n_ctx, n_threads or 0,
                                          ngram_size_n, rollback, n_seq)
         # fixed for the batch's life: read without the lock while another thread runs a round
+        warn_if_ngram_cannot_draft(self._engine.spec_type, self._engine.n_max, ngram_size_n)
         self._fixed = dict(spec_type=self._engine.spec_type, n_max=self._engine.n_max, n_seq=self._engine.n_seq,
                            n_ctx=self._engine.n_ctx)
         self._lock = threading.RLock()

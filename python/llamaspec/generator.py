@@ -10,7 +10,8 @@ import numpy as np
 from . import _core
 from .batch import Batch
 from .chat import chat_prompt
-from .model import Model, ModelLike, check_max_tokens, load_model, prompt_tokens, sampling_args, tokenize
+from .model import (Model, ModelLike, check_max_tokens, load_model, prompt_tokens, sampling_args, tokenize,
+                    warn_if_ngram_cannot_draft)
 from .results import ChatResult, GenerationResult, StreamChunk
 from .stats import SpecStats
 from .stops import StopMatcher, TextStream
@@ -78,6 +79,7 @@ class Generator:
                           "trained on: output past that length may degrade", stacklevel=2)
         self._engine = _core.Engine(self.target, self.draft, spec_type, n_max, n_ctx, n_threads or 0, ngram_size_n,
                                     schedule, rollback, bool(reuse_prefix))
+        warn_if_ngram_cannot_draft(self._engine.spec_type, self._engine.n_max, ngram_size_n)
         # what generate_batch() builds its Batch from (one kept, rebuilt when n_seq changes)
         self._batch_config = dict(spec_type=spec_type, n_max=n_max, n_ctx=n_ctx, n_threads=n_threads,
                                   ngram_size_n=ngram_size_n, rollback=rollback)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from typing import Sequence, Union
 
 import numpy as np
@@ -73,3 +74,12 @@ def sampling_args(temperature: float, top_k: int, top_p: float, min_p: float, se
         return temperature, int(top_k), float(top_p), float(min_p), seed
     return 0.0, 0, 1.0, 0.0, seed
 
+
+
+def warn_if_ngram_cannot_draft(spec_type: str, n_max: int, ngram_size_n: int, stacklevel: int = 3) -> None:
+    """llama.cpp's ngram-simple drafts only runs of at least ``ngram_size_n`` tokens, so with ``n_max`` below
+    that it never drafts: say so instead of decoding plainly without a word."""
+    if "ngram-simple" in spec_type.split(",") and n_max < ngram_size_n:
+        warnings.warn(f"ngram-simple never drafts with n_max {n_max} < ngram_size_n {ngram_size_n} (llama.cpp drafts "
+                      f"at least ngram_size_n tokens): pass ngram_size_n={n_max} or n_max >= {ngram_size_n}",
+                      stacklevel=stacklevel)

@@ -173,13 +173,25 @@ def main(argv=None) -> int:
             for rep in range(args.repeats):
                 order = ["llamaspec", "llama-server"] if rep % 2 == 0 else ["llama-server", "llamaspec"]
                 for side in order:
-                    if side == "llamaspec":
-                        srv = OurServer(tgt, draft, spec_type, args.n_max, b, n_ctx, args.threads)
-                    else:
-                        srv = Server(server_bin, tgt, draft, spec_type, args.n_max, b, n_ctx, args.threads)
-                    with srv:
-                        asyncio.run(load(srv.port, prompts, 1, 1, 4))  # warm-up, untimed
-                        runs[side].append(asyncio.run(load(srv.port, prompts, b, args.requests, args.tokens)))
+                    for attempt in (1, 2):  # a server that fails is started again once, and said so
+                        if side == "llamaspec":
+                            srv = OurServer(tgt, draft, spec_type, args.n_max, b, n_ctx, args.threads)
+                        else:
+                            srv = Server(server_bin, tgt, draft, spec_type, args.n_max, b, n_ctx, args.threads)
+                        try:
+                            with srv:
+                                asyncio.run(load(srv.port, prompts, 1, 1, 4))  # warm-up, untimed
+                                runs[side].append(asyncio.run(load(srv.port, prompts, b, args.requests,
+                                                                   args.tokens)))
+                            break
+                        except (openai.APIError, RuntimeError) as exc:
+                            srv.log.seek(0)
+                            tail = srv.log.read().decode(errors="replace")[-1500:]
+                            print(f"{side} B={b} attempt {attempt} failed: {exc!r}\n{tail}", flush=True)
+                            report.setdefault("failures", []).append({"side": side, "B": b, "pair": spec_type,
+                                                                      "error": repr(exc)})
+                            if attempt == 2:
+                                raise
             ours, theirs = summarize(runs["llamaspec"]), summarize(runs["llama-server"])
             ratio = statistics.median(o["tok_s"] / t["tok_s"] for o, t in zip(runs["llamaspec"], runs["llama-server"]))
             row = {"model": name, "spec_type": spec_type, "B": b, "llamaspec": ours, "llama_server": theirs,

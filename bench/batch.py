@@ -89,29 +89,22 @@ def batched_bench(binary: Path, model: str, n_prompt: int, n_tokens: int, b: int
 
 
 # --- 2. llama-server with B concurrent clients -------------------------------------------------
-class Server:
-    """llama-server -np B on a free local port; stopped on exit."""
+class LocalServer:
+    """A server process on a free local port, ready once GET /health answers 200; stopped on exit."""
 
-    def __init__(self, binary: Path, target: str, draft, spec_type: str, n_max: int, b: int, n_ctx: int,
-                 threads: int) -> None:
+    def __init__(self, command: list, env=None, name: str = "server") -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        command = [str(binary), "-m", target, "--host", "127.0.0.1", "--port", str(self.port), "-np", str(b),
-                   "-c", str(b * n_ctx), "-t", str(threads), "--no-webui"]
-        if spec_type != "none":
-            command += ["--spec-type", spec_type, "--spec-draft-n-max", str(n_max), "--spec-draft-n-min", "0",
-                        "--spec-ngram-mod-n-match", "3", "--spec-ngram-mod-n-min", "1",
-                        "--spec-ngram-mod-n-max", str(n_max)]
-        if draft is not None:
-            command += ["-md", draft]
+        self.name = name
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=TOOL_ENV)
+        self.proc = subprocess.Popen(command + ["--port", str(self.port)], stdout=self.log,
+                                     stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 self.log.seek(0)
-                raise RuntimeError("llama-server exited:\n" + self.log.read().decode(errors="replace")[-3000:])
+                raise RuntimeError(f"{name} exited:\n" + self.log.read().decode(errors="replace")[-3000:])
             try:
                 if self._get("/health")[0] == 200:
                     return
@@ -119,13 +112,44 @@ class Server:
                 pass
             time.sleep(0.2)
         self.close()
-        raise RuntimeError("llama-server did not become ready in 120 s")
+        raise RuntimeError(f"{name} did not become ready in 120 s")
 
     def _get(self, path: str):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
         conn.request("GET", path)
         resp = conn.getresponse()
         return resp.status, resp.read()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Server(LocalServer):
+    """llama-server -np B on a free local port; stopped on exit."""
+
+    def __init__(self, binary: Path, target: str, draft, spec_type: str, n_max: int, b: int, n_ctx: int,
+                 threads: int) -> None:
+        command = [str(binary), "-m", target, "--host", "127.0.0.1", "-np", str(b), "-c", str(b * n_ctx),
+                   "-t", str(threads), "--no-webui"]
+        if spec_type != "none":
+            command += ["--spec-type", spec_type, "--spec-draft-n-max", str(n_max), "--spec-draft-n-min", "0",
+                        "--spec-ngram-mod-n-match", "3", "--spec-ngram-mod-n-min", "1",
+                        "--spec-ngram-mod-n-max", str(n_max)]
+        if draft is not None:
+            command += ["-md", draft]
+        super().__init__(command, env=TOOL_ENV, name="llama-server")
 
     def complete(self, prompt: str, n_tokens: int) -> dict:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
@@ -157,20 +181,20 @@ class Server:
         accepted = sum(r["timings"].get("draft_n_accepted", 0) for r in results)
         return tokens / wall, tokens, (accepted / drafted if drafted else None)
 
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+def drafter_pairs(gemma: str, work: Path, drafters: list) -> list:
+    """(name, target, draft, spec_type) of the speculative comparisons: the PyPI Gemma with a Q2_K copy of itself
+    (draft-simple) and with ngram-mod, and the tiny qwen3 target with a random DSpark head; those in `drafters`."""
+    q2k = work / "gemma-q2_k.gguf"
+    tiny = work / "tiny"
+    pairs = [("gemma", gemma, str(q2k), "draft-simple"), ("gemma", gemma, None, "ngram-mod"),
+             ("tiny", str(tiny / "target.gguf"), str(tiny / "dspark.gguf"), "draft-dspark")]
+    pairs = [pair for pair in pairs if pair[3] in drafters]
+    if any(pair[2] == str(q2k) for pair in pairs):
+        llamaspec.quantize(gemma, str(q2k), "Q2_K")
+    if any(pair[0] == "tiny" for pair in pairs):
+        tiny_models.write_all(tiny, seed=0)
+    return pairs
 
 
 def ours_batch(batch: llamaspec.Batch, prompts: list, n_tokens: int) -> tuple:
@@ -242,13 +266,7 @@ def main(argv=None) -> int:
 
     if "spec" in parts:
         server_bin = tool("llama-server")
-        q2k = work / "gemma-q2_k.gguf"
-        llamaspec.quantize(target, str(q2k), "Q2_K")
-        tiny = work / "tiny"
-        tiny_models.write_all(tiny, seed=0)
-        pairs = [("gemma", target, str(q2k), "draft-simple"), ("gemma", target, None, "ngram-mod"),
-                 ("tiny", str(tiny / "target.gguf"), str(tiny / "dspark.gguf"), "draft-dspark")]
-        pairs = [pair for pair in pairs if pair[3] in args.drafters.split(",")]
+        pairs = drafter_pairs(target, work, args.drafters.split(","))
         for name, tgt, draft, spec_type in pairs:
             for b in batches:
                 prompts = prompts_for(b)

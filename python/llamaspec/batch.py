@@ -180,8 +180,8 @@ class Batch:
         self.draft = None if draft is None else load_model(draft)
         self._engine = _core.BatchEngine(self.target, self.draft, spec_type, n_max, n_ctx, n_threads or 0,
                                          ngram_size_n, rollback, n_seq)
-        # fixed for the batch's life: read without the lock while another thread runs a round
         warn_if_ngram_cannot_draft(self._engine.spec_type, self._engine.n_max, ngram_size_n)
+        # fixed for the batch's life: read without the lock while another thread runs a round
         self._fixed = dict(spec_type=self._engine.spec_type, n_max=self._engine.n_max, n_seq=self._engine.n_seq,
                            n_ctx=self._engine.n_ctx)
         self._lock = threading.RLock()

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .. import _core
 from ..batch import Batch
 from ..chat import chat_prompt
-from ..model import tokenize
+from ..model import prompt_tokens
 from .config import ServerConfig
 from .engine import EngineThread, Job
 from .metrics import ServerMetrics
@@ -113,7 +113,7 @@ def create_app(config: ServerConfig, batch: Batch) -> FastAPI:
 
     @app.post("/v1/completions", dependencies=[Depends(authorize)])
     async def completions(body: CompletionRequest, request: Request):
-        _refuse(body)
+        _refuse_bad(body.refuse_unsupported)
         prompt = _refuse_bad(body.single_prompt)
         tokens = await _in_thread(lambda: _prompt_tokens(state.batch, prompt))
         job = state.submit(tokens, body.max_tokens, body)
@@ -121,7 +121,7 @@ def create_app(config: ServerConfig, batch: Batch) -> FastAPI:
 
     @app.post("/v1/chat/completions", dependencies=[Depends(authorize)])
     async def chat_completions(body: ChatCompletionRequest, request: Request):
-        _refuse(body)
+        _refuse_bad(body.refuse_unsupported)
         messages = _refuse_bad(body.conversation)
         tokens, template_stops = await _in_thread(lambda: chat_prompt(state.batch.target, messages))
         job = state.submit(tokens, body.token_limit(), body, extra_stops=template_stops, prompt_param="messages")
@@ -185,10 +185,6 @@ class _ServerState:
         return job
 
 
-def _refuse(body) -> None:
-    _refuse_bad(body.refuse_unsupported)
-
-
 def _refuse_bad(call):
     try:
         return call()
@@ -197,16 +193,15 @@ def _refuse_bad(call):
 
 
 def _prompt_tokens(batch: Batch, prompt: Union[str, List[int]]) -> List[int]:
-    if isinstance(prompt, str):
-        tokens = tokenize(batch.target, prompt, add_special=True)
-    else:
-        n_vocab = batch.target.n_vocab
-        bad = next((t for t in prompt if not 0 <= t < n_vocab), None)
-        if bad is not None:
-            raise ApiError(400, f"prompt token {bad} is outside the vocabulary ({n_vocab} tokens)", param="prompt")
-        tokens = list(prompt)
-    if not tokens:
-        raise ApiError(400, "the prompt is empty", param="prompt")
+    """The prompt's token ids, checked as Batch.submit checks them, so that a stream never starts on a bad one."""
+    try:
+        tokens = prompt_tokens(batch.target, prompt, add_special=True)
+    except (ValueError, TypeError) as exc:
+        raise ApiError(400, str(exc), param="prompt") from None
+    n_vocab = batch.target.n_vocab
+    bad = next((t for t in tokens if not 0 <= t < n_vocab), None)
+    if bad is not None:
+        raise ApiError(400, f"prompt token {bad} is outside the vocabulary ({n_vocab} tokens)", param="prompt")
     return tokens
 
 

@@ -33,17 +33,14 @@ class ServerMetrics:
                                ["position"], registry=r)
         self.accepted = Counter("llamaspec_spec_accepted_tokens", "Draft tokens accepted, per draft position",
                                 ["position"], registry=r)
-        self._positions = [str(i + 1) for i in range(max(1, n_max))]
-        for p in self._positions:  # every position is on the page from the start, at 0
-            self.drafted.labels(position=p)
-            self.accepted.labels(position=p)
+        # one child per position, on the page from the start at 0 and looked up once (not per round)
+        positions = [str(i + 1) for i in range(max(1, n_max))]
+        self._drafted_at = [self.drafted.labels(position=p) for p in positions]
+        self._accepted_at = [self.accepted.labels(position=p) for p in positions]
 
     def observe_round(self, drafted: int, accepted: int) -> None:
         """One sequence's round: ``drafted`` tokens verified, the first ``accepted`` of them accepted."""
-        for i in range(drafted):
-            self.drafted.labels(position=self._label(i)).inc()
-        for i in range(accepted):
-            self.accepted.labels(position=self._label(i)).inc()
-
-    def _label(self, index: int) -> str:
-        return self._positions[index] if index < len(self._positions) else str(index + 1)
+        for counter in self._drafted_at[:drafted]:
+            counter.inc()
+        for counter in self._accepted_at[:accepted]:
+            counter.inc()

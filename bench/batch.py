@@ -250,7 +250,9 @@ def main(argv=None) -> int:
         # prompts of exactly --prompt-tokens tokens (llama-batched-bench uses synthetic ones of that length)
         ids = target_model.tokenize(" ".join(prompts_all).encode(), True)
         for b in batches:
-            batch = llamaspec.Batch(target_model, n_seq=b, spec_type="none", n_ctx=n_ctx, n_threads=args.threads)
+            # every repeat decodes its prompts in full, as llama-batched-bench does (no prefix reuse)
+            batch = llamaspec.Batch(target_model, n_seq=b, spec_type="none", n_ctx=n_ctx, n_threads=args.threads,
+                                    reuse_prefix=False)
             prompts = [ids[i * 7:i * 7 + args.prompt_tokens] for i in range(b)]
             ours, theirs = [], []
             for _ in range(args.repeats):
@@ -271,7 +273,7 @@ def main(argv=None) -> int:
             for b in batches:
                 prompts = prompts_for(b)
                 batch = llamaspec.Batch(tgt, draft, n_seq=b, spec_type=spec_type, n_max=args.n_max, n_ctx=n_ctx,
-                                        n_threads=args.threads)
+                                        n_threads=args.threads, reuse_prefix=False)  # a fresh server per repeat
                 gen = llamaspec.Generator(tgt, draft, spec_type=spec_type, n_max=args.n_max, n_ctx=n_ctx,
                                           n_threads=args.threads, reuse_prefix=False)
                 ours_batch(batch, prompts[:1], 4)  # warm-up (llama-server warms up when it starts)

@@ -26,7 +26,8 @@ from llamaspec import _core
 
 RESULTS = Path(__file__).resolve().parent / "results" / "kernels"
 # type[@layout]: q4_K@CPU_REPACK / q8_0@CPU_ROWS8 are Q4_K / Q8_0 as a model loads them (8 rows interleaved)
-TYPES = ["q8_0", "q8_0@CPU_ROWS8", "q5_0", "q4_0", "q6_K", "q4_K@CPU_REPACK", "q4_K@CPU_ROWS8", "q4_K", "q5_K"]
+TYPES = ["q8_0", "q8_0@CPU_ROWS8", "q5_0", "q5_0@CPU_ROWS8", "q4_0", "q6_K", "q6_K@CPU_ROWS8", "q4_K@CPU_REPACK",
+         "q4_K@CPU_ROWS8", "q4_K", "q5_K", "q5_K@CPU_ROWS8"]
 
 
 def measure_type(spec: str, rows: int, k: int, threads: int, ns: list, repeats: int, runs: int) -> dict:
@@ -52,6 +53,29 @@ def measure_type(spec: str, rows: int, k: int, threads: int, ns: list, repeats: 
     return {"type": spec, "rows": rows, "k": k, "weight_mb": timer.nbytes / 1e6, "by_n": rows_out}
 
 
+def summary(report: dict) -> list:
+    """Per weight type, as a model loads it: llama.cpp's kernels (the switch off at load) against ours (on:
+    CPU_ROWS8 where the type has it), at a few widths."""
+    by_spec = {t["type"]: {r["n"]: r for r in t["by_n"]} for t in report["types"]}
+    ns = [n for n in (1, 2, 4, 9, 16) if all(n in rows for rows in by_spec.values())]
+    lines = ["## Summary: llama.cpp's kernels -> ours, as a model loads the type", "",
+             "| type | " + " | ".join(f"n = {n}, ms" for n in ns) + " | cost(9)/cost(1) |",
+             "|---|" + "---|" * (len(ns) + 1)]
+    weight_types = dict.fromkeys(spec.partition("@")[0] for spec in by_spec)
+    for weight_type in weight_types:
+        # llama.cpp's side as a model loads it: Q4_K repacked (CPU_REPACK) when measured so
+        base_spec = next((s for s in (f"{weight_type}@CPU_REPACK", weight_type) if s in by_spec), None)
+        if base_spec is None:
+            continue
+        base = by_spec[base_spec]
+        ours = by_spec.get(f"{weight_type}@CPU_ROWS8", base)
+        cells = [f"{base[n]['off_ms']:.2f} -> {ours[n]['on_ms']:.2f}" for n in ns]
+        ratio = (f"{base[9]['off_ms'] / base[1]['off_ms']:.2f} -> {ours[9]['on_ms'] / ours[1]['on_ms']:.2f}"
+                 if 9 in ns and 1 in ns else "")
+        lines.append(f"| {weight_type} | " + " | ".join(cells) + f" | {ratio} |")
+    return lines + [""]
+
+
 def markdown(report: dict) -> str:
     lines = [
         "# Few-column matmul kernels: one MUL_MAT per type and number of columns",
@@ -68,6 +92,7 @@ def markdown(report: dict) -> str:
         "q4_K@CPU_REPACK (llama.cpp's kernels for a model loaded with the switch off).",
         "",
     ]
+    lines += summary(report)
     for t in report["types"]:
         lines += [f"## {t['type']}: {t['rows']} x {t['k']} ({t['weight_mb']:.1f} MB)", "",
                   "| n | off ms | on ms | off cost(n)/cost(1) | on cost(n)/cost(1) | off/on |",

@@ -11,6 +11,7 @@ Both are built once into ``build/llama-tools`` (static, Release, like the extens
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -84,14 +85,15 @@ _EVAL = re.compile(r"\beval time =\s+([\d.]+) ms /\s+(\d+) runs")
 _SAMPLING = re.compile(r"sampling time =\s+([\d.]+) ms")
 
 
-def _run(command: list[str], marker: re.Pattern, attempts: int = 5) -> tuple[bytes, str]:
+def _run(command: list[str], marker: re.Pattern, attempts: int = 5, env: Optional[dict] = None) -> tuple[bytes, str]:
     """Run a tool until its output is complete, i.e. shows ``marker``, the last line we read.
 
     llama.cpp's logger is asynchronous and never flushed at exit, so under CPU load the last lines
     (even of stdout) are sometimes lost; everything logged before a line that came out did come out.
     """
     for _ in range(attempts):
-        proc = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True)
+        proc = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True,
+                              env=None if env is None else {**os.environ, **env})
         stderr = proc.stderr.decode("utf-8", errors="replace")
         if proc.returncode != 0:
             raise RuntimeError(f"{Path(command[0]).name} failed ({proc.returncode}):\n{stderr[-3000:]}")
@@ -107,8 +109,9 @@ def _common_args(target: str, prompt: str, n_predict: int, threads: int, n_ctx: 
 
 def run_speculative(binary: Path, target: str, draft: Optional[str], spec_type: str, n_max: int,
                     ngram_size_n: int, prompt: str, n_predict: int, threads: int, n_ctx: int, repack: bool,
-                    record_rounds: bool = False) -> ToolRun:
-    """``llama-speculative-simple``; ``record_rounds`` turns on debug logging to read every round."""
+                    record_rounds: bool = False, env: Optional[dict] = None) -> ToolRun:
+    """``llama-speculative-simple``; ``record_rounds`` turns on debug logging to read every round; ``env``:
+    variables set for the tool (e.g. ``GGML_CPU_MULTIDOT=0``: llama.cpp's own kernels, patches/0008 off)."""
     command = [str(binary), *_common_args(target, prompt, n_predict, threads, n_ctx, repack),
                "--spec-type", spec_type, "--spec-draft-n-max", str(n_max),
                "--spec-ngram-simple-size-n", str(ngram_size_n), "--spec-ngram-simple-size-m", str(n_max),
@@ -119,7 +122,7 @@ def run_speculative(binary: Path, target: str, draft: Optional[str], spec_type: 
         command += ["-md", draft]
     if record_rounds:
         command += ["-lv", "5"]
-    stdout, stderr = _run(command, _ACCEPTED)
+    stdout, stderr = _run(command, _ACCEPTED, env=env)
     decoded = _DECODED.search(stderr)
     counts = dict((k, int(v)) for k, v in _COUNT.findall(stderr))
     if decoded is None or len(counts) != 3:

@@ -45,7 +45,8 @@ class OurServer(LocalServer):
 
     def __init__(self, target: str, draft, spec_type: str, n_max: int, b: int, n_ctx: int, threads: int) -> None:
         command = [sys.executable, "-m", "llamaspec", "serve", target, "--spec-type", spec_type, "--n-max",
-                   str(n_max), "--n-seq", str(b), "--n-ctx", str(n_ctx), "-t", str(threads), "--max-waiting", "1024"]
+                   str(n_max), "--n-seq", str(b), "--n-ctx", str(n_ctx), "-t", str(threads), "--max-waiting", "1024",
+                   "--no-prefix-reuse"]  # as llama-server with cache_prompt false
         if draft is not None:
             command += ["--draft", draft]
         super().__init__(command, name="llamaspec serve")

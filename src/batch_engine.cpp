@@ -23,6 +23,7 @@ BatchEngine::BatchEngine(ModelPtr target, ModelPtr draft, const EngineConfig & c
     const std::vector<common_speculative_type> types = resolve_spec_types(config.spec_type, *target_, draft_.get());
     base_ = target_params(*target_, draft_.get(), config, types, n_seq);
     n_max_ = config.n_max;
+    reuse_prefix_ = config.reuse_prefix;
 
     const RollbackPolicy rollback = RollbackPolicy::parse(config.rollback);
     ctx_tgt_ = std::make_unique<Context>(target_, common_context_params_to_llama(base_), (uint32_t) config.n_max + 1,
@@ -52,12 +53,14 @@ int64_t BatchEngine::submit(const BatchRequest & request) {
     if (request.max_tokens < 1) {
         throw std::invalid_argument("max_tokens must be >= 1, got " + std::to_string(request.max_tokens));
     }
-    auto free_slot = std::find_if(slots_.begin(), slots_.end(), [](const Slot & s) { return s.request < 0; });
-    if (free_slot == slots_.end()) {
+    if (n_free() == 0) {
         throw std::runtime_error("all " + std::to_string(n_seq()) + " sequences are busy: wait for one to finish");
     }
-    Slot & slot = *free_slot;
+    Slot & slot = choose_slot(request.prompt);
+    llama_tokens cached = std::move(slot.cached);
     slot = Slot{};
+    slot.cached = std::move(cached);
+    slot.last_used = next_request_ + 1;
     slot.request = next_request_++;
     slot.needs_prefill = true;
     slot.params = request;
@@ -94,6 +97,39 @@ const BatchEngine::RequestStats & BatchEngine::stats(int64_t request) const {
 
 void BatchEngine::release(int64_t request) { finished_.erase(request); }
 
+namespace {
+
+size_t common_prefix(const llama_tokens & a, const std::vector<llama_token> & b, size_t limit) {
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && n < limit && a[n] == b[n]) {
+        ++n;
+    }
+    return n;
+}
+
+}  // namespace
+
+BatchEngine::Slot & BatchEngine::choose_slot(const std::vector<llama_token> & prompt) {
+    Slot * best = nullptr;
+    size_t best_prefix = 0;
+    for (Slot & slot : slots_) {
+        if (slot.request >= 0) {
+            continue;
+        }
+        // the prompt's last token is decoded with the first draft, never from the cache
+        const size_t prefix = common_prefix(slot.cached, prompt, prompt.size() - 1);
+        const bool better = best == nullptr || prefix > best_prefix ||
+                            (prefix == best_prefix && (slot.cached.empty() != best->cached.empty()
+                                                           ? slot.cached.empty()  // keep other caches for later
+                                                           : slot.last_used < best->last_used));
+        if (better) {
+            best = &slot;
+            best_prefix = prefix;
+        }
+    }
+    return *best;
+}
+
 void BatchEngine::prefill_admitted() {
     const int64_t t0 = ggml_time_us();
     std::vector<llama_seq_id> admitted;
@@ -107,8 +143,19 @@ void BatchEngine::prefill_admitted() {
         slot.history.reserve(n_ctx_);
         slot.id_last = prompt.back();
         slot.n_past = (llama_pos) slot.history.size();
-        ctx_tgt_->trim((llama_seq_id) seq, 0);
-        drafter_->begin_sequence((llama_seq_id) seq, slot.history);
+        // prefix reuse: what the sequence's cache still holds of the new prompt, if the drafter and the
+        // memory allow it (a recurrent state that cannot step back that far starts cold)
+        size_t keep = reuse_prefix_ ? common_prefix(slot.cached, slot.history, slot.history.size()) : 0;
+        keep = drafter_->reusable_prefix(keep, (llama_seq_id) seq);
+        if (keep < slot.cached.size() && !ctx_tgt_->try_trim((llama_seq_id) seq, (llama_pos) keep)) {
+            keep = 0;
+        }
+        if (keep == 0) {
+            ctx_tgt_->trim((llama_seq_id) seq, 0);
+        }
+        slot.cached = llama_tokens();
+        slot.n_keep = keep;
+        drafter_->begin_sequence((llama_seq_id) seq, slot.history, keep);
         admitted.push_back((llama_seq_id) seq);
     }
     // every admitted prompt, packed into as few target decodes as the batch size allows (one decode
@@ -124,7 +171,7 @@ void BatchEngine::prefill_admitted() {
     batch_.clear();
     for (llama_seq_id seq : admitted) {
         const Slot & slot = slots_[seq];
-        for (size_t i = 0; i < slot.history.size(); ++i) {
+        for (size_t i = slot.n_keep; i < slot.history.size(); ++i) {
             if ((size_t) batch_.size() == n_batch) {
                 flush();
             }
@@ -136,7 +183,8 @@ void BatchEngine::prefill_admitted() {
     for (llama_seq_id seq : admitted) {
         Slot & slot = slots_[seq];
         slot.needs_prefill = false;
-        slot.stats.prefill_tokens = (int32_t) slot.history.size();
+        slot.stats.prefill_tokens = (int32_t) (slot.history.size() - slot.n_keep);
+        slot.stats.cached_tokens = (int32_t) slot.n_keep;
         slot.stats.prefill_seconds = seconds;  // the requests admitted together share one prefill
     }
 }
@@ -145,11 +193,33 @@ void BatchEngine::finish(llama_seq_id seq, Slot & slot, StopReason reason) {
     slot.stats.stop_reason = reason;
     finished_[slot.request] = std::move(slot.stats);
     slot.request = -1;
-    // the sequence's cells (and recurrent state) are free for the next request
-    ctx_tgt_->trim(seq, 0);
-    drafter_->end_sequence(seq);
+    // between rounds the cache holds exactly history: keep it for the next prompt that starts the same way,
+    // unless the request was cancelled (a client that went away: its cells are freed now)
+    const bool keep = reuse_prefix_ && reason != StopReason::Cancelled && !slot.needs_prefill && !slot.cache_unknown;
+    if (keep) {
+        slot.cached = std::move(slot.history);
+    } else {
+        ctx_tgt_->trim(seq, 0);
+        slot.cached = llama_tokens();
+    }
+    drafter_->end_sequence(seq, keep);
     slot.history = llama_tokens();
     slot.draft.clear();
+}
+
+void BatchEngine::forget_cached_prefixes() {
+    for (size_t seq = 0; seq < slots_.size(); ++seq) {
+        Slot & slot = slots_[seq];
+        if (slot.request >= 0) {
+            slot.cache_unknown = true;
+        } else if (!slot.cached.empty()) {
+            slot.cached = llama_tokens();
+            try {  // called while an exception unwinds: never throw from here
+                ctx_tgt_->trim((llama_seq_id) seq, 0);
+            } catch (...) {
+            }
+        }
+    }
 }
 
 bool BatchEngine::cancel(int64_t request) {
@@ -180,6 +250,21 @@ int32_t BatchEngine::verify(Slot & slot, std::vector<llama_token> & out) {
 }
 
 std::vector<BatchEvent> BatchEngine::step() {
+    struct FailureGuard {
+        BatchEngine * engine;
+        bool done = false;
+        ~FailureGuard() {
+            if (!done) {
+                engine->forget_cached_prefixes();
+            }
+        }
+    } guard{this};
+    std::vector<BatchEvent> events = round();
+    guard.done = true;
+    return events;
+}
+
+std::vector<BatchEvent> BatchEngine::round() {
     std::vector<BatchEvent> events;
     // 1. admit: decode the prompts of new requests. Requests that start on an idle batch get a fresh
     // drafter, as a Generator's generate() does (n-gram pools are shared only by overlapping requests).

@@ -8,8 +8,12 @@
 //   4. accept: per sequence, the longest prefix the target agrees with (greedy) or min(1, p/q)
 //      acceptance (sampled, with the request's own seed), plus one token from the target;
 //   5. roll back each sequence's rejected tail (Context::trim), tell the drafter;
-//   6. emit tokens, stop sequences that hit EOS / max_tokens / their context, free their cache.
+//   6. emit tokens, stop sequences that hit EOS / max_tokens / their context.
 // Requests come and go between rounds (continuous batching); each keeps its own statistics.
+// Prefix reuse (config.reuse_prefix): a finished sequence keeps its cache, and a new request goes to the
+// free sequence whose cache shares the longest prefix with its prompt, so a chat's next turn decodes only
+// the new turn (output identical to a cold start: the batch-invariant kernels make the cached entries
+// those a cold prefill computes). A cancelled request's cache is freed.
 #pragma once
 
 #include "context.h"
@@ -58,7 +62,8 @@ public:
     const Context & target_context() const { return *ctx_tgt_; }
     const Drafter & drafter() const { return *drafter_; }
 
-    // Queue a request (checked now; its prompt is decoded at the next step()). Returns its id.
+    // Queue a request (checked now; its prompt is decoded at the next step(), less the prefix its
+    // sequence already holds). Returns its id.
     // Throws std::invalid_argument for a bad request, std::runtime_error when every sequence is busy.
     int64_t submit(const BatchRequest & request);
     // Requests submitted or running (not finished).
@@ -76,7 +81,8 @@ public:
     struct RequestStats {
         RoundLog rounds;
         double prefill_seconds = 0.0;
-        int32_t prefill_tokens = 0;
+        int32_t prefill_tokens = 0;  // prompt tokens decoded
+        int32_t cached_tokens = 0;   // prompt tokens its sequence's cache already held (prefix reuse)
         StopReason stop_reason = StopReason::None;
     };
     const RequestStats & stats(int64_t request) const;
@@ -90,6 +96,8 @@ private:
     struct Slot {
         int64_t request = -1;  // -1: free
         bool needs_prefill = false;
+        llama_tokens cached;    // free or being admitted: the tokens its cache kept from the last request
+        uint64_t last_used = 0; // when its last request was submitted (the least recent cache goes first)
         BatchRequest params;
         llama_tokens history;  // tokens in the target cache
         llama_token id_last = LLAMA_TOKEN_NULL;
@@ -100,15 +108,22 @@ private:
         llama_tokens draft;
         std::vector<float> confidence;
         int32_t i_batch = 0;  // batch index of id_last in this round's verification batch
+        size_t n_keep = 0;    // prompt tokens its cache already held when admitted (prefix reuse)
+        bool cache_unknown = false;  // a round failed while it ran: its cache is not kept for reuse
         RequestStats stats;
     };
 
+    std::vector<BatchEvent> round();  // step() without its failure handling
     Slot * find(int64_t request);
+    // the free slot for a prompt: the longest reusable cached prefix, else an empty or the least recent one
+    Slot & choose_slot(const std::vector<llama_token> & prompt);
     // decode the prompts of the requests admitted since the last step, all in shared batches
     void prefill_admitted();
     // verification of one slot's draft at its rows of the batch; fills `out` with accepted + one token
     int32_t verify(Slot & slot, std::vector<llama_token> & out);
     void finish(llama_seq_id seq, Slot & slot, StopReason reason);
+    // a round threw: what the caches hold is unknown, so no cached prefix is reused from now on
+    void forget_cached_prefixes();
 
     ModelPtr target_;
     ModelPtr draft_;
@@ -121,6 +136,7 @@ private:
     int32_t n_ctx_ = 0;
     int32_t n_max_ = 0;
     int64_t next_request_ = 0;
+    bool reuse_prefix_ = true;
     std::vector<llama_token> eog_tokens_;
     TruncatedDist dist_;
     bool debug_accept_all_ = false;

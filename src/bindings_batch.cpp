@@ -49,7 +49,7 @@ void bind_batch(nb::module_ & m) {
     nb::class_<BatchHandle>(m, "BatchEngine")
         .def("__init__", [](BatchHandle * self, ModelPtr target, ModelPtr draft, const std::string & spec_type,
                             int n_max, int n_ctx, int n_threads, int ngram_size_n, const std::string & rollback,
-                            int n_seq) {
+                            int n_seq, bool reuse_prefix) {
                  EngineConfig config;
                  config.spec_type = spec_type;
                  config.n_max = n_max;
@@ -57,13 +57,14 @@ void bind_batch(nb::module_ & m) {
                  config.n_threads = n_threads;
                  config.ngram_size_n = ngram_size_n;
                  config.rollback = rollback;
+                 config.reuse_prefix = reuse_prefix;
                  nb::gil_scoped_release release;
                  new (self) BatchHandle(std::move(target), std::move(draft), config, n_seq);
              },
              "target"_a, "draft"_a.none(), "spec_type"_a = "auto", "n_max"_a = 8, "n_ctx"_a = 4096,
-             "n_threads"_a = 0, "ngram_size_n"_a = 3, "rollback"_a = "auto", "n_seq"_a = 4,
+             "n_threads"_a = 0, "ngram_size_n"_a = 3, "rollback"_a = "auto", "n_seq"_a = 4, "reuse_prefix"_a = true,
              "n_seq sequences of n_ctx tokens each in one target context; raises before allocating when they do "
-             "not fit.")
+             "not fit. reuse_prefix: finished sequences keep their cache for prompts that start the same way.")
         .def_prop_ro("spec_type", [](BatchHandle & h) {
             return h.with_engine([](BatchEngine & e) { return e.spec_type(); });
         })
@@ -109,6 +110,7 @@ void bind_batch(nb::module_ & m) {
                 nb::dict d = round_log_dict(s.rounds);
                 d["prefill_seconds"] = s.prefill_seconds;
                 d["prefill_tokens"] = s.prefill_tokens;
+                d["cached_tokens"] = s.cached_tokens;
                 d["stop_reason"] = std::string(stop_reason_name(s.stop_reason));
                 return d;
             });
@@ -127,7 +129,8 @@ void bind_batch(nb::module_ & m) {
                 }
                 return out;
             });
-        }, "Positions each sequence holds in the target cache (0: free).")
+        }, "Positions each sequence holds in the target cache (0: empty; a finished sequence keeps its cache for "
+           "prefix reuse).")
         .def("memory_info", [](BatchHandle & h) {
             return h.with_engine([](BatchEngine & e) { return memory_info(e.target_context(), e.drafter()); });
         })

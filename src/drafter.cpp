@@ -16,19 +16,6 @@ bool is_block_head(common_speculative_type type) {
     return type == COMMON_SPECULATIVE_TYPE_DRAFT_DFLASH || type == COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK;
 }
 
-bool is_ngram(common_speculative_type type) {
-    switch (type) {
-        case COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE:
-        case COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K:
-        case COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K4V:
-        case COMMON_SPECULATIVE_TYPE_NGRAM_MOD:
-        case COMMON_SPECULATIVE_TYPE_NGRAM_CACHE:
-            return true;
-        default:
-            return false;
-    }
-}
-
 // drafters that run a model next to the target (llama.cpp gives them the one draft context)
 bool is_model_drafter(common_speculative_type type) {
     return type == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE || type == COMMON_SPECULATIVE_TYPE_DRAFT_EAGLE3 ||
@@ -307,14 +294,14 @@ Drafter::Drafter(const common_params & base, const ModelPtr & target, Context & 
 
 std::string Drafter::name() const { return spec_types_name(types_); }
 
-size_t Drafter::reusable_prefix(size_t n_keep) const {
+size_t Drafter::reusable_prefix(size_t n_keep, llama_seq_id seq) const {
     if (!active() || model_type_ == COMMON_SPECULATIVE_TYPE_NONE || model_type_ == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE) {
         return n_keep;
     }
     if (is_block_head(model_type_) && ctx_dft_) {
         // a DFlash/DSpark head's cache holds what it read of the target's features, position by position;
         // features it never read (deferred at the end of the last generation) would need the target again
-        return std::min(n_keep, (size_t) ctx_dft_->n_pos(0));
+        return std::min(n_keep, (size_t) ctx_dft_->n_pos(seq));
     }
     return 0;  // EAGLE3 and MTP carry one feature row across batches inside llama.cpp's drafter: start cold
 }
@@ -453,7 +440,7 @@ void Drafter::draft(llama_pos pos0, llama_token id_last, const llama_tokens & hi
     draft_requested();
 }
 
-void Drafter::begin_sequence(llama_seq_id seq, const llama_tokens & prompt_history) {
+void Drafter::begin_sequence(llama_seq_id seq, const llama_tokens & prompt_history, size_t n_keep) {
     if (seq < 0 || (uint32_t) seq >= n_seq_) {
         throw std::out_of_range("sequence " + std::to_string(seq) + " is out of range for a drafter of " +
                                 std::to_string(n_seq_) + " sequences");
@@ -467,12 +454,37 @@ void Drafter::begin_sequence(llama_seq_id seq, const llama_tokens & prompt_histo
             throw std::runtime_error("llama.cpp could not initialise the '" + name() + "' drafter");
         }
     }
+    size_t catch_up_from = n_keep;
     if (ctx_dft_) {
-        ctx_dft_->trim(seq, 0);
+        size_t keep = std::min<size_t>(reusable_prefix(n_keep, seq), (size_t) ctx_dft_->n_pos(seq));
+        if (keep > 0 && !ctx_dft_->try_trim(seq, (llama_pos) keep)) {
+            keep = 0;
+        }
+        if (keep == 0) {
+            ctx_dft_->trim(seq, 0);
+        }
+        catch_up_from = keep;
     }
     dft_cache_has_tail_.at(seq) = 0;
     drafted_kept_.at(seq).tokens.clear();
     common_speculative_begin(spec_.get(), seq, prompt_history);
+    if (ctx_dft_ && catch_up_from < n_keep) {
+        catch_up(seq, prompt_history, catch_up_from, n_keep);
+    }
+}
+
+void Drafter::catch_up(llama_seq_id seq, const llama_tokens & history, size_t from, size_t to) {
+    const size_t n_batch = llama_n_batch(ctx_dft_->get());
+    for (size_t begin = from; begin < to; begin += n_batch) {
+        pending_batch_.clear();
+        for (size_t i = begin; i < std::min(to, begin + n_batch); ++i) {
+            pending_batch_.add(history[i], (llama_pos) i, seq, false);
+        }
+        if (!common_speculative_process(spec_.get(), pending_batch_)) {
+            throw std::runtime_error("the drafter failed to process the target tokens");
+        }
+        ctx_dft_->record(pending_batch_);
+    }
 }
 
 void Drafter::request_draft(llama_seq_id seq, llama_pos pos0, llama_token id_last, const llama_tokens & history,
@@ -555,17 +567,14 @@ void Drafter::accept(llama_seq_id seq, int32_t n_verified, int32_t n_accepted, l
 
 void Drafter::reset_state() {
     spec_.reset();
-    if (ctx_dft_) {
-        ctx_dft_->clear();
-    }
     std::fill(dft_cache_has_tail_.begin(), dft_cache_has_tail_.end(), 0);
     for (auto & kept : drafted_kept_) {
         kept.tokens.clear();
     }
 }
 
-void Drafter::end_sequence(llama_seq_id seq) {
-    if (ctx_dft_) {
+void Drafter::end_sequence(llama_seq_id seq, bool keep_cache) {
+    if (ctx_dft_ && !keep_cache) {
         ctx_dft_->trim(seq, 0);
     }
     if (seq >= 0 && (uint32_t) seq < n_seq_) {

@@ -50,10 +50,10 @@ public:
     bool active() const { return types_.size() > 1 || types_.at(0) != COMMON_SPECULATIVE_TYPE_NONE; }
     int32_t n_max() const { return n_max_; }
 
-    // How much of a cached prefix of n_keep target tokens this drafter can reuse for the next
-    // generation: all of it for n-gram drafters and draft models (which catch up by themselves), what
-    // a DFlash/DSpark head has read of it, none for EAGLE3 and MTP heads.
-    size_t reusable_prefix(size_t n_keep) const;
+    // How much of a cached prefix of n_keep target tokens of sequence `seq` this drafter can reuse for
+    // the next generation: all of it for n-gram drafters and draft models (which catch up by
+    // themselves), what a DFlash/DSpark head has read of it, none for EAGLE3 and MTP heads.
+    size_t reusable_prefix(size_t n_keep, llama_seq_id seq = 0) const;
 
     // Start a new generation: fresh drafter state. The first n_keep tokens of prompt_history are
     // still in the target's cache from the previous generation (prefix reuse, 0 = cold start): a
@@ -88,8 +88,10 @@ public:
 
     // --- several sequences (BatchEngine): one llama.cpp drafter state serves them all ---------
     uint32_t n_seq() const { return n_seq_; }
-    // Start sequence `seq` (its draft cache emptied) while the others keep their state; no deferred input.
-    void begin_sequence(llama_seq_id seq, const llama_tokens & prompt_history);
+    // Start sequence `seq` while the others keep their state; no deferred input. As begin(): the first
+    // n_keep tokens of prompt_history are still in the target's cache for `seq` (at most
+    // reusable_prefix(n_keep, seq)); a draft model keeps what its cache has of them and decodes the rest.
+    void begin_sequence(llama_seq_id seq, const llama_tokens & prompt_history, size_t n_keep = 0);
     // Ask for a draft of `seq` (arguments as draft()); draft_requested() drafts every request at once
     // (a draft model decodes all sequences' steps in one batch each).
     void request_draft(llama_seq_id seq, llama_pos pos0, llama_token id_last, const llama_tokens & history,
@@ -97,15 +99,19 @@ public:
                        std::function<bool(int32_t, float)> keep_drafting = nullptr);
     void draft_requested();
     void accept(llama_seq_id seq, int32_t n_verified, int32_t n_accepted, llama_pos n_past);
-    // Sequence `seq` is done: free its draft cache.
-    void end_sequence(llama_seq_id seq);
+    // Sequence `seq` is done: free its draft cache, or keep it for a later begin_sequence() with a
+    // reused prefix (keep_cache).
+    void end_sequence(llama_seq_id seq, bool keep_cache = false);
     // No sequence is running: forget everything llama.cpp's drafters learned (n-gram pools), so the
-    // next requests start as a fresh Generator's would (begin_sequence() makes a new state).
+    // next requests start as a fresh Generator's would (begin_sequence() makes a new state). Draft
+    // caches stay: begin_sequence() keeps of them only what the new prompt reuses.
     void reset_state();
 
 private:
     // feed the deferred target tokens to the draft model, in one batch per n_batch
     void flush_pending();
+    // the draft model decodes history[from, to) of sequence seq (its catch-up on a reused prefix)
+    void catch_up(llama_seq_id seq, const llama_tokens & history, size_t from, size_t to);
 
     std::vector<common_speculative_type> types_;
     common_speculative_type model_type_;  // the drafter that runs a model (NONE for n-gram only)

@@ -5,7 +5,7 @@ product bit for bit (with the batch-invariant mode on; with it off for the n <= 
 one-column product equals llama.cpp's own kernel (the switch off), and all of it agrees with ggml's
 reference (dequantized weights times the converted columns, in float64). Row counts that are not a
 multiple of any tile, one and two threads; Q4_K also as a model loads it with repacking on (CPU_REPACK), and
-Q8_0, Q5_0 and Q4_K in llamaspec's row-per-lane layout (CPU_ROWS8).
+Q8_0, Q5_0, Q4_K, Q5_K and Q6_K in llamaspec's row-per-lane layout (CPU_ROWS8).
 """
 
 from __future__ import annotations
@@ -101,10 +101,10 @@ def layout_available(weight_type: str, layout: str) -> bool:
 
 
 @pytest.mark.parametrize("weight_type,layout", [("q4_K", "CPU_REPACK"), ("q8_0", "CPU_ROWS8"), ("q4_K", "CPU_ROWS8"),
-                                               ("q5_0", "CPU_ROWS8")])
+                                               ("q5_0", "CPU_ROWS8"), ("q5_K", "CPU_ROWS8"), ("q6_K", "CPU_ROWS8")])
 def test_repacked_weights(weight_type, layout):
     """Weights stored as a model loads them (repacking on): llama.cpp's CPU_REPACK Q4_K (8 rows interleaved,
-    taken by the kernels for 2..16 columns) and llamaspec's CPU_ROWS8 Q8_0, Q5_0 and Q4_K (8 rows interleaved, one
+    taken by the kernels for 2..16 columns) and llamaspec's CPU_ROWS8 Q8_0, Q5_0, Q4_K, Q5_K and Q6_K (8 rows interleaved, one
     output row per vector lane, its own arithmetic for every n): every column equals the one-column product,
     with the kernels on and off, for n = 1..32, and agrees with ggml's float64 reference."""
     if not layout_available(weight_type, layout):

@@ -101,6 +101,26 @@ def test_chat_equals_generator_chat(models, client):
     assert "".join(d.content or "" for d in deltas) == expected.text
 
 
+def test_next_chat_turn_reuses_the_conversation_in_the_cache(models):
+    """Prefix reuse per sequence: the second turn finds the first turn's conversation in its sequence's cache
+    (usage.prompt_tokens_details.cached_tokens, the metric), and answers as a cold Generator does."""
+    with BackgroundServer(_config(models)) as srv, \
+            llamaspec.Generator(models["target"], models["draft_simple"], n_max=4, n_ctx=N_CTX,
+                                reuse_prefix=False) as cold:
+        client = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0)
+        messages = list(MESSAGES)
+        first = client.chat.completions.create(model="tiny", messages=messages, max_tokens=16, temperature=0)
+        assert first.usage.prompt_tokens_details.cached_tokens == 0
+        messages += [{"role": "assistant", "content": first.choices[0].message.content},
+                     {"role": "user", "content": "And three even ones?"}]
+        second = client.chat.completions.create(model="tiny", messages=messages, max_tokens=16, temperature=0)
+        assert second.choices[0].message.content == cold.chat(messages, 16).text
+        cached = second.usage.prompt_tokens_details.cached_tokens
+        assert 0 < cached < second.usage.prompt_tokens
+        assert cached >= first.usage.prompt_tokens - 1  # at least the first turn's prompt
+        assert metrics(srv)[("llamaspec_prompt_tokens_cached_total", ())] == cached
+
+
 def test_sampling_is_seeded(client):
     def sample(seed):
         return client.completions.create(model="tiny", prompt=PROMPT, max_tokens=24, temperature=0.9, top_p=0.95,

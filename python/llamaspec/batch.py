@@ -163,11 +163,17 @@ class Batch:
     together. The cache holds ``n_seq * n_ctx`` cells (one stream per sequence); a batch that does
     not fit in memory raises ValueError before anything is allocated. Drafts are ``n_max`` deep every
     round (the fixed schedule). Greedy output of each request equals its solo output token for token.
+
+    ``reuse_prefix``: a finished request's sequence keeps its cache, and a new request goes to the free
+    sequence whose cache shares the longest prefix with its prompt, so a chat's next turn decodes only
+    what is new (the output is the same as from a cold start; ``request.stats.prefill_tokens`` says how
+    many prompt tokens were decoded). A cancelled request's cache is freed.
     """
 
     def __init__(self, target: ModelLike, draft: Optional[ModelLike] = None, *, n_seq: int = 4, n_max: int = 8,
                  spec_type: str = "auto", n_ctx: int = 4096, n_threads: Optional[int] = None,
-                 ngram_size_n: int = 3, rollback: str = "auto", verbose: bool = False) -> None:
+                 ngram_size_n: int = 3, rollback: str = "auto", reuse_prefix: bool = True,
+                 verbose: bool = False) -> None:
         for name, value in (("n_seq", n_seq), ("n_max", n_max), ("n_ctx", n_ctx), ("ngram_size_n", ngram_size_n)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -179,7 +185,7 @@ class Batch:
         self.target = load_model(target)
         self.draft = None if draft is None else load_model(draft)
         self._engine = _core.BatchEngine(self.target, self.draft, spec_type, n_max, n_ctx, n_threads or 0,
-                                         ngram_size_n, rollback, n_seq)
+                                         ngram_size_n, rollback, n_seq, bool(reuse_prefix))
         warn_if_ngram_cannot_draft(self._engine.spec_type, self._engine.n_max, ngram_size_n)
         # fixed for the batch's life: read without the lock while another thread runs a round
         self._fixed = dict(spec_type=self._engine.spec_type, n_max=self._engine.n_max, n_seq=self._engine.n_seq,

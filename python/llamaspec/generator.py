@@ -82,7 +82,7 @@ class Generator:
         warn_if_ngram_cannot_draft(self._engine.spec_type, self._engine.n_max, ngram_size_n)
         # what generate_batch() builds its Batch from (one kept, rebuilt when n_seq changes)
         self._batch_config = dict(spec_type=spec_type, n_max=n_max, n_ctx=n_ctx, n_threads=n_threads,
-                                  ngram_size_n=ngram_size_n, rollback=rollback)
+                                  ngram_size_n=ngram_size_n, rollback=rollback, reuse_prefix=bool(reuse_prefix))
         self._batch = None
         self._stop_reason_override: Optional[str] = None  # "stop" when a stop string/token ended it
         self._generation = 0  # bumped by every generate()/stream(): older stream iterators go stale

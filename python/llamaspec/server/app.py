@@ -22,7 +22,7 @@ from ..batch import Batch
 from ..chat import chat_prompt
 from ..model import prompt_tokens
 from .config import ServerConfig
-from .engine import EngineThread, Job
+from .engine import EngineThread, Job, cached_prompt_tokens
 from .metrics import ServerMetrics
 from .schemas import BadRequest, ChatCompletionRequest, CompletionRequest
 
@@ -306,4 +306,6 @@ def _usage(job: Job, request) -> dict:
     speculative["accepted_at"] = [int(x) for x in stats.accepted_at]
     completion = len(request.tokens)
     return {"prompt_tokens": len(job.tokens), "completion_tokens": completion,
-            "total_tokens": len(job.tokens) + completion, "speculative": speculative}
+            "total_tokens": len(job.tokens) + completion,
+            "prompt_tokens_details": {"cached_tokens": cached_prompt_tokens(len(job.tokens), stats)},
+            "speculative": speculative}

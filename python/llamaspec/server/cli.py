@@ -27,6 +27,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--model-name", default=None, help="the model id clients see (default: the target's file name)")
     p.add_argument("--shutdown-seconds", type=float, default=10.0,
                    help="on SIGINT/SIGTERM, how long running requests may take to finish")
+    p.add_argument("--no-prefix-reuse", action="store_true",
+                   help="decode every prompt in full (default: a sequence keeps its cache for the next prompt that "
+                        "starts the same way, as a chat's next turn does)")
     args = p.parse_args(argv)
     from .runner import serve
 
@@ -34,7 +37,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         serve(ServerConfig(target=args.target, draft=args.draft, spec_type=args.spec_type, n_max=args.n_max,
                            n_seq=args.n_seq, n_ctx=args.n_ctx, n_threads=args.threads, host=args.host,
                            port=args.port, api_key=args.api_key, max_waiting=args.max_waiting,
-                           shutdown_seconds=args.shutdown_seconds, model_name=args.model_name))
+                           shutdown_seconds=args.shutdown_seconds, model_name=args.model_name,
+                           reuse_prefix=not args.no_prefix_reuse))
     except (ValueError, TypeError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -12,7 +12,8 @@ class ServerConfig:
     """Settings of one server: the models and the engine (as :class:`llamaspec.Batch` takes them), the bounds.
 
     ``n_seq`` sequences decode together; up to ``max_waiting`` more requests wait for a free one (beyond that:
-    429). ``shutdown_seconds`` bounds how long SIGINT/SIGTERM lets running requests finish.
+    429). ``shutdown_seconds`` bounds how long SIGINT/SIGTERM lets running requests finish. ``reuse_prefix``:
+    a chat's next turn goes to the sequence that holds its conversation and decodes only the new turn.
     """
 
     target: str
@@ -28,6 +29,7 @@ class ServerConfig:
     max_waiting: int = 64
     shutdown_seconds: float = 10.0
     model_name: Optional[str] = None
+    reuse_prefix: bool = True  # a finished request's sequence keeps its cache for the next prompt that shares it
 
     def __post_init__(self) -> None:
         if self.model_name is None:

@@ -21,6 +21,12 @@ from ..results import StreamChunk
 from .metrics import ServerMetrics
 
 
+def cached_prompt_tokens(n_prompt: int, stats) -> int:
+    """Prompt tokens a request's sequence already held in its cache (prefix reuse): the prompt less its last
+    token (decoded with the first draft) less the tokens its prefill decoded."""
+    return max(0, n_prompt - 1 - stats.prefill_tokens)
+
+
 @dataclass
 class Job:
     """A generation the HTTP side hands to the engine thread."""
@@ -162,6 +168,7 @@ class EngineThread:
         if self._active.pop(job.id, None) is None:
             return
         self.metrics.prompt_tokens.inc(len(job.tokens))
+        self.metrics.cached_prompt_tokens.inc(cached_prompt_tokens(len(job.tokens), request.stats))
         self.metrics.generation_tokens.inc(len(request.tokens))
         self.metrics.rounds.inc(request.stats.rounds)
         self._post(job, ("done", request))

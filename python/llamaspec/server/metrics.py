@@ -21,6 +21,9 @@ class ServerMetrics:
                                 ["endpoint", "status"], registry=r)
         self.cancelled = Counter("llamaspec_requests_cancelled", "Generations cancelled (client gone)", registry=r)
         self.prompt_tokens = Counter("llamaspec_prompt_tokens", "Prompt tokens of finished generations", registry=r)
+        self.cached_prompt_tokens = Counter("llamaspec_prompt_tokens_cached",
+                                            "Prompt tokens found in a sequence's cache (prefix reuse), not decoded",
+                                            registry=r)
         self.generation_tokens = Counter("llamaspec_generation_tokens", "Tokens generated", registry=r)
         self.waiting = Gauge("llamaspec_waiting_requests", "Requests waiting for a free sequence", registry=r)
         self.running = Gauge("llamaspec_running_sequences", "Sequences decoding", registry=r)

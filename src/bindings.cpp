@@ -287,12 +287,14 @@ NB_MODULE(_core, m) {
     m.def("quantize", [](const std::string & src, const std::string & dst, const std::string & type, int n_threads) {
         static const std::pair<const char *, llama_ftype> types[] = {
             {"Q2_K", LLAMA_FTYPE_MOSTLY_Q2_K}, {"Q3_K_S", LLAMA_FTYPE_MOSTLY_Q3_K_S},
-            {"Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"Q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
+            {"Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"Q5_K_M", LLAMA_FTYPE_MOSTLY_Q5_K_M},
+            {"Q6_K", LLAMA_FTYPE_MOSTLY_Q6_K}, {"Q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
             {"Q4_0", LLAMA_FTYPE_MOSTLY_Q4_0}, {"F16", LLAMA_FTYPE_MOSTLY_F16}};
         const auto * found = std::find_if(std::begin(types), std::end(types),
                                           [&](const auto & t) { return type == t.first; });
         if (found == std::end(types)) {
-            throw std::invalid_argument("quantization type must be one of Q2_K, Q3_K_S, Q4_K_M, Q8_0, Q4_0, F16");
+            throw std::invalid_argument("quantization type must be one of Q2_K, Q3_K_S, Q4_K_M, Q5_K_M, Q6_K, Q8_0, "
+                                        "Q4_0, F16");
         }
         inspect_gguf(src);  // clear errors for a missing or non-GGUF input
         llama_model_quantize_params params = llama_model_quantize_default_params();

@@ -69,7 +69,8 @@ def inspect_gguf(path: "str | os.PathLike[str]") -> dict:
 
 def quantize(src: "str | os.PathLike[str]", dst: "str | os.PathLike[str]", type: str = "Q2_K",
              n_threads: int = 0) -> None:
-    """Requantize a GGUF with llama.cpp's quantizer (Q2_K, Q3_K_S, Q4_K_M, Q8_0, Q4_0 or F16), e.g. for a weaker draft."""
+    """Requantize a GGUF with llama.cpp's quantizer (Q2_K, Q3_K_S, Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q4_0
+    or F16), e.g. for a weaker draft."""
     _core.quantize(os.fspath(src), os.fspath(dst), type, n_threads)
 
 __all__ = ["Batch", "Request", "evaluate", "Report", "Context", "Sampler", "set_batch_invariant", "batch_invariant", "set_multidot", "multidot", "supports_gpu_offload", "Generator", "GenerationResult", "ChatResult", "StreamChunk", "SpecStats", "Model", "load_model",

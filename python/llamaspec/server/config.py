@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional
 
 
 @dataclass
@@ -28,6 +28,7 @@ class ServerConfig:
     max_waiting: int = 64
     shutdown_seconds: float = 10.0
     model_name: Optional[str] = None
+    rpc: Optional[List[str]] = None  # "host:port" of RPC servers holding the target's layers
 
     def __post_init__(self) -> None:
         if self.model_name is None:

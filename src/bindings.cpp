@@ -1,6 +1,7 @@
 // Thin nanobind bindings: Model, Engine, GGUF inspection and log control.
 // The round loop runs in C++ with the GIL released; Python only orchestrates.
 #include "bindings_batch.h"
+#include "bindings_rpc.h"
 #include "kernel_probe.h"
 #include "bindings_common.h"
 #include "context.h"
@@ -147,6 +148,7 @@ NB_MODULE(_core, m) {
     llama_log_set(log_filter, nullptr);
     set_verbose(false);
     bind_batch(m);
+    bind_rpc(m);
     bind_kernels(m);
 
     m.def("set_verbose", &set_verbose, "verbose"_a, "Show llama.cpp's informational logs (default: errors only).");
@@ -168,8 +170,11 @@ NB_MODULE(_core, m) {
           "Process-wide: compute every row of a matmul / attention in the same order whatever the batch shape "
           "(CPU backend), so verification batches give the logits of one-token decoding.");
     m.def("get_batch_invariant", [] { return ggml_cpu_get_batch_invariant(); });
-    m.def("supports_gpu_offload", [] { return llama_supports_gpu_offload(); },
-          "This build has a GPU backend (CUDA, ...) and a device for it, so models load onto the GPU.");
+    // not llama_supports_gpu_offload(): that is also true of any build with the RPC backend (ours), GPU or not
+    m.def("supports_gpu_offload", [] {
+        return ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_GPU) != nullptr ||
+               ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_IGPU) != nullptr;
+    }, "This build has a GPU backend (CUDA, ...) and a device for it, so models load onto the GPU.");
 
     nb::class_<Context>(m, "Context")
         .def(nb::new_([](ModelPtr model, int n_ctx, int n_seq, int n_batch, int n_threads,
@@ -411,13 +416,20 @@ NB_MODULE(_core, m) {
        "Seconds for (fused sampler, llama.cpp chain) to truncate and draw from every row, `repeats` times.");
 
     nb::class_<Model>(m, "Model")
-        .def(nb::new_([](const std::filesystem::path & path, int n_gpu_layers, bool repack, bool load_mtp) {
+        .def(nb::new_([](const std::filesystem::path & path, int n_gpu_layers, bool repack, bool load_mtp,
+                         const std::vector<std::string> & rpc, double rpc_timeout, bool rpc_head_local) {
                  nb::gil_scoped_release release;
-                 return std::make_shared<Model>(path.string(), n_gpu_layers, repack, load_mtp);
+                 return std::make_shared<Model>(path.string(), n_gpu_layers, repack, load_mtp, rpc, rpc_timeout,
+                                                rpc_head_local);
              }), "path"_a, "n_gpu_layers"_a = -1, "repack"_a = true, "load_mtp"_a = true,
+             "rpc"_a = std::vector<std::string>(), "rpc_timeout"_a = 5.0, "rpc_head_local"_a = false,
              "Load a GGUF. repack=False disables the CPU weight repacking whose kernels round differently "
              "per batch shape (bit-exact greedy equality with plain decoding on quantized models). "
-             "load_mtp: also load the MTP (nextn) layers the GGUF may carry (spec_type draft-mtp).")
+             "load_mtp: also load the MTP (nextn) layers the GGUF may carry (spec_type draft-mtp). "
+             "rpc: 'host:port' of rpc-servers that hold n_gpu_layers of the layers (ConnectionError when one "
+             "cannot be used, checked within rpc_timeout seconds); rpc_head_local: keep the output head here, "
+             "so hidden states instead of logits come back over the network.")
+        .def_prop_ro("rpc", &Model::rpc, "The RPC servers ('host:port') the model's layers were offloaded to.")
         .def_prop_ro("is_eagle3_head", &Model::is_eagle3_head)
         .def_prop_ro("has_mtp", [](const Model & model) { return model.mtp_loaded(); },
                      "The MTP (nextn) layers are loaded, so spec_type 'draft-mtp' can use them.")

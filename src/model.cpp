@@ -74,8 +74,48 @@ GgufInfo inspect_gguf(const std::string & path) {
     return info;
 }
 
-Model::Model(const std::string & path, int n_gpu_layers, bool repack, bool load_mtp) : info_(inspect_gguf(path)) {
+namespace {
+
+// RPC servers first, then this machine's GPUs (integrated ones when there is no discrete GPU), NULL-terminated:
+// llama.cpp's own order for --rpc
+std::vector<ggml_backend_dev_t> offload_devices(const RpcServers & rpc) {
+    std::vector<ggml_backend_dev_t> devices = rpc.devices(), igpus;
+    bool gpu = false;
+    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+        ggml_backend_dev_t dev = ggml_backend_dev_get(i);
+        if (ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_GPU) {
+            devices.push_back(dev);
+            gpu = true;
+        } else if (ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_IGPU) {
+            igpus.push_back(dev);
+        }
+    }
+    if (!gpu && !igpus.empty()) {
+        devices.push_back(igpus.front());
+    }
+    devices.push_back(nullptr);
+    return devices;
+}
+
+}  // namespace
+
+Model::Model(const std::string & path, int n_gpu_layers, bool repack, bool load_mtp,
+             const std::vector<std::string> & rpc, double rpc_timeout_s, bool rpc_head_local)
+    : info_(inspect_gguf(path)), rpc_(rpc) {
     llama_model_params params = llama_model_default_params();
+    std::vector<ggml_backend_dev_t> devices;
+    // the output matrix, or the token embeddings it is tied to (a copy is made for the head), in host memory;
+    // llama.cpp counts the head as the last layer and offloads it first otherwise
+    const llama_model_tensor_buft_override head_here[] = {
+        {"^(output|token_embd)\\.weight$", ggml_backend_cpu_buffer_type()}, {nullptr, nullptr}};
+    if (!rpc.empty()) {
+        rpc_servers_ = std::make_unique<RpcServers>(rpc, rpc_timeout_s);
+        devices = offload_devices(*rpc_servers_);
+        params.devices = devices.data();
+        if (rpc_head_local) {
+            params.tensor_buft_overrides = head_here;
+        }
+    }
     params.n_gpu_layers = n_gpu_layers;
     params.use_extra_bufts = repack;
     params.load_mtp = load_mtp && info_.has_nextn;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "llama-cpp.h"
+#include "rpc.h"
 
 #include <memory>
 #include <string>
@@ -31,7 +32,13 @@ public:
     // round differently for different batch shapes, so greedy speculative output can then differ
     // from plain decoding at near-ties; repack = false keeps them bit-identical.
     // load_mtp: also load the MTP (nextn) layers a GGUF may carry, for spec_type draft-mtp.
-    explicit Model(const std::string & path, int n_gpu_layers = -1, bool repack = true, bool load_mtp = true);
+    // rpc: "host:port" of rpc-server processes that hold n_gpu_layers of the layers (as llama.cpp's --rpc:
+    // RPC devices come first, before this machine's GPUs); each is probed first, within rpc_timeout_s
+    // seconds (RpcError for one that cannot be used). rpc_head_local: keep the output head (the vocabulary
+    // projection) on this machine, so that a round brings back n_embd floats per position instead of n_vocab.
+    explicit Model(const std::string & path, int n_gpu_layers = -1, bool repack = true, bool load_mtp = true,
+                   const std::vector<std::string> & rpc = {}, double rpc_timeout_s = 5.0,
+                   bool rpc_head_local = false);
 
     llama_model * get() const { return model_.get(); }
     const llama_vocab * vocab() const { return llama_model_get_vocab(model_.get()); }
@@ -66,6 +73,9 @@ public:
     // as "NAME: description"; none on a CPU-only build
     std::vector<std::string> devices() const;
 
+    // the RPC servers ("host:port") the model was loaded with
+    const std::vector<std::string> & rpc() const { return rpc_; }
+
     // llama.cpp's graph for this architecture publishes the layer inputs (t_layer_inp) that
     // DFlash/DSpark/EAGLE3 heads and Context.features() read
     bool publishes_layer_features() const;
@@ -80,6 +90,8 @@ public:
 private:
     GgufInfo info_;
     bool mtp_loaded_ = false;
+    std::vector<std::string> rpc_;
+    std::unique_ptr<RpcServers> rpc_servers_;  // declared before model_: outlives it
     llama_model_ptr model_;
 };
 

@@ -5,12 +5,14 @@
     python -m llamaspec -m target.gguf -md draft.gguf --schedule confidence -p "..."
     python -m llamaspec demo                                             # builds its own models
     python -m llamaspec serve target.gguf --draft head.gguf --port 8080  # OpenAI-compatible server
+    python -m llamaspec rpc-server --host 127.0.0.1 --port 50052        # holds layers for rpc=[...] clients
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -33,11 +35,14 @@ def _add_generation_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore-eos", action="store_true")
     parser.add_argument("--json", help="also write the statistics to this JSON file")
     parser.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's logs")
+    parser.add_argument("--rpc", default=None, metavar="HOST:PORT[,HOST:PORT]",
+                        help="RPC servers (python -m llamaspec rpc-server) that hold the target's layers")
 
 
 def run_one(target: str, draft: Optional[str], spec_type: str, args: argparse.Namespace) -> dict:
     with Generator(target, draft, n_max=args.n_max, spec_type=spec_type, n_ctx=args.n_ctx,
-                   n_threads=args.threads, schedule=getattr(args, "schedule", "fixed"), verbose=args.verbose) as gen:
+                   n_threads=args.threads, schedule=getattr(args, "schedule", "fixed"), verbose=args.verbose,
+                   rpc=getattr(args, "rpc", None)) as gen:
         result = gen.generate(args.prompt, args.max_tokens, temperature=args.temp, top_k=args.top_k,
                               top_p=args.top_p, min_p=args.min_p, seed=args.seed, ignore_eos=args.ignore_eos)
         print(f"=== {gen.spec_type} (n_max {gen.n_max}, {gen.schedule} schedule) target {target}" +
@@ -65,6 +70,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"error: the server needs its extra: pip install 'llamaspec[server]' ({exc})", file=sys.stderr)
             return 2
         return serve_main(argv[1:])
+    if argv and argv[0] == "rpc-server":
+        from .rpc import main as rpc_main
+        code = rpc_main(argv[1:])
+        # the server thread is inside ggml's accept loop for good: leave without running exit handlers
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
     parser = argparse.ArgumentParser(prog="python -m llamaspec", description=__doc__.splitlines()[0])
     parser.add_argument("-m", "--target", required=True, help="target GGUF")
@@ -74,7 +86,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         record = run_one(args.target, args.draft, args.spec_type, args)
-    except (ValueError, RuntimeError, TypeError) as exc:
+    except (ValueError, RuntimeError, TypeError, ConnectionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:

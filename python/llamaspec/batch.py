@@ -159,7 +159,7 @@ class Batch:
     """Continuous batched speculative decoding over ``n_seq`` sequences of ``n_ctx`` tokens each.
 
     Args as :class:`llamaspec.Generator` (``target``, ``draft``, ``n_max``, ``spec_type``, ``n_ctx``
-    per sequence, ``n_threads``, ``ngram_size_n``, ``rollback``), plus ``n_seq``: sequences decoded
+    per sequence, ``n_threads``, ``ngram_size_n``, ``rollback``, ``rpc``), plus ``n_seq``: sequences decoded
     together. The cache holds ``n_seq * n_ctx`` cells (one stream per sequence); a batch that does
     not fit in memory raises ValueError before anything is allocated. Drafts are ``n_max`` deep every
     round (the fixed schedule). Greedy output of each request equals its solo output token for token.
@@ -173,7 +173,7 @@ class Batch:
     def __init__(self, target: ModelLike, draft: Optional[ModelLike] = None, *, n_seq: int = 4, n_max: int = 8,
                  spec_type: str = "auto", n_ctx: int = 4096, n_threads: Optional[int] = None,
                  ngram_size_n: int = 3, rollback: str = "auto", reuse_prefix: bool = True,
-                 verbose: bool = False) -> None:
+                 verbose: bool = False, rpc: Optional[Sequence[str]] = None) -> None:
         for name, value in (("n_seq", n_seq), ("n_max", n_max), ("n_ctx", n_ctx), ("ngram_size_n", ngram_size_n)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -182,7 +182,7 @@ class Batch:
         if rollback not in ("auto", "checkpoint"):
             raise ValueError(f"rollback must be 'auto' or 'checkpoint', got {rollback!r}")
         _core.set_verbose(verbose)
-        self.target = load_model(target)
+        self.target = load_model(target, rpc=rpc)
         self.draft = None if draft is None else load_model(draft)
         self._engine = _core.BatchEngine(self.target, self.draft, spec_type, n_max, n_ctx, n_threads or 0,
                                          ngram_size_n, rollback, n_seq, bool(reuse_prefix))

@@ -49,6 +49,8 @@ class Generator:
             (DSpark confidence head, else the draft's top-token probability) calibrated online
             against observed acceptance. Output is unchanged; see ``stats.chosen_depth``.
         verbose: show llama.cpp's informational logs.
+        rpc: ``"host:port"`` of RPC servers that hold the target's layers (see :func:`llamaspec.load_model`);
+            the draft stays on this machine.
 
     Greedy decoding is lossless: the output equals the target decoding alone, token for token.
     A Generator serves one thread at a time (a concurrent call raises RuntimeError); use one per thread.
@@ -57,7 +59,7 @@ class Generator:
     def __init__(self, target: ModelLike, draft: Optional[ModelLike] = None, n_max: int = 8,
                  spec_type: str = "auto", n_ctx: int = 4096, n_threads: Optional[int] = None,
                  ngram_size_n: int = 3, schedule: str = "fixed", verbose: bool = False,
-                 rollback: str = "auto", reuse_prefix: bool = True) -> None:
+                 rollback: str = "auto", reuse_prefix: bool = True, rpc: Optional[Sequence[str]] = None) -> None:
         for name, value in (("n_max", n_max), ("n_ctx", n_ctx), ("ngram_size_n", ngram_size_n)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -72,7 +74,7 @@ class Generator:
         if rollback not in ("auto", "checkpoint"):
             raise ValueError(f"rollback must be 'auto' or 'checkpoint', got {rollback!r}")
         _core.set_verbose(verbose)
-        self.target = load_model(target)
+        self.target = load_model(target, rpc=rpc)
         self.draft = None if draft is None else load_model(draft)
         if 0 < self.target.n_ctx_train < n_ctx:
             warnings.warn(f"n_ctx {n_ctx} exceeds the {self.target.n_ctx_train} tokens '{self.target.path}' was "

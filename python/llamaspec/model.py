@@ -5,28 +5,42 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from typing import Sequence, Union
+from typing import Optional, Sequence, Union
 
 import numpy as np
 
 from . import _core
+from .rpc import check_rpc
 
 Model = _core.Model
 ModelLike = Union[str, "os.PathLike[str]", Model]
 
 
-def load_model(model: ModelLike, n_gpu_layers: int = -1, repack: bool = True, load_mtp: bool = True) -> Model:
+def load_model(model: ModelLike, n_gpu_layers: int = -1, repack: bool = True, load_mtp: bool = True,
+               rpc: Optional[Sequence[str]] = None, rpc_timeout: float = 5.0, rpc_head_local: bool = False) -> Model:
     """A loaded model as it is, or load a GGUF path (ValueError if missing, not a GGUF or unloadable).
 
     ``repack=False`` turns off llama.cpp's CPU weight repacking: its kernels round differently for
     different batch shapes, which can flip a near-tie argmax between a verification batch and plain
     one-token decoding of a quantized model. Off, greedy speculative output is bit-identical.
+
+    ``rpc``: ``"host:port"`` of ``python -m llamaspec rpc-server`` (or llama.cpp ``rpc-server``) processes
+    that hold the model's layers, as llama.cpp's ``--rpc``: they count as GPUs, ahead of this machine's own,
+    and ``n_gpu_layers`` of the layers (-1: all) are split over them. Each server is checked first (within
+    ``rpc_timeout`` seconds): ValueError for a malformed address, ConnectionError for one that cannot be used.
+    llama.cpp counts the output head as the last layer and offloads it first, so every position's n_vocab
+    logits come back over the network; ``rpc_head_local=True`` keeps the head here and brings back the
+    n_embd-wide hidden state instead (the head's compute and memory stay on this machine). See docs/guide/rpc.md.
     """
+    endpoints = check_rpc(rpc)
     if isinstance(model, Model):
+        if endpoints and list(model.rpc) != endpoints:
+            raise ValueError(f"rpc={endpoints} applies when loading a GGUF path; this model is already loaded "
+                             f"(with rpc={list(model.rpc)}): pass its path instead")
         return model
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"expected a GGUF path or a llamaspec.Model, got {type(model).__name__}")
-    return Model(os.fspath(model), n_gpu_layers, repack, load_mtp)
+    return Model(os.fspath(model), n_gpu_layers, repack, load_mtp, endpoints, float(rpc_timeout), bool(rpc_head_local))
 
 
 

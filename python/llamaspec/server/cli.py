@@ -25,6 +25,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY")
     p.add_argument("--model-name", default=None, help="the model id clients see (default: the target's file name)")
+    p.add_argument("--rpc", default=None, metavar="HOST:PORT[,HOST:PORT]",
+                   help="RPC servers (python -m llamaspec rpc-server) that hold the target's layers")
     p.add_argument("--shutdown-seconds", type=float, default=10.0,
                    help="on SIGINT/SIGTERM, how long running requests may take to finish")
     p.add_argument("--no-prefix-reuse", action="store_true",
@@ -38,8 +40,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                            n_seq=args.n_seq, n_ctx=args.n_ctx, n_threads=args.threads, host=args.host,
                            port=args.port, api_key=args.api_key, max_waiting=args.max_waiting,
                            shutdown_seconds=args.shutdown_seconds, model_name=args.model_name,
-                           reuse_prefix=not args.no_prefix_reuse))
-    except (ValueError, TypeError, RuntimeError) as exc:
+                           reuse_prefix=not args.no_prefix_reuse,
+                           rpc=args.rpc.split(",") if args.rpc else None))
+    except (ValueError, TypeError, RuntimeError, ConnectionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional
 
 
 @dataclass
@@ -30,6 +30,7 @@ class ServerConfig:
     shutdown_seconds: float = 10.0
     model_name: Optional[str] = None
     reuse_prefix: bool = True  # a finished request's sequence keeps its cache for the next prompt that shares it
+    rpc: Optional[List[str]] = None  # "host:port" of RPC servers holding the target's layers
 
     def __post_init__(self) -> None:
         if self.model_name is None:

@@ -4,7 +4,8 @@ Two servers on 127.0.0.1 in this process (``BackgroundServer``), one with prefix
 with ``reuse_prefix=False``, each serving Gemma 3 270M (PyPI) with the shipped DSpark head. Each repeat holds
 the same 8-turn conversation with both (the order alternating per repeat), through the official openai client:
 every turn sends the whole conversation so far plus a new question (streamed, greedy, --tokens tokens), and
-the reply is appended to the conversation. Per turn: prompt tokens, tokens found in the cache (the usage's
+the reply is appended to the conversation. Each repeat is a new session (its number opens the system message),
+so its first turn finds nothing in the cache. Per turn: prompt tokens, tokens found in the cache (the usage's
 ``prompt_tokens_details.cached_tokens``), time to the first streamed text; medians over repeats and the ratio.
 Both servers must give the same replies (greedy output does not depend on the cache): checked.
 
@@ -43,8 +44,9 @@ QUESTIONS = ["When does the reading club meet?", "Can I buy a gift card online?"
              "Do you ship books abroad?", "Thank you! Can you sum up what we talked about?"]
 
 
-def chat(client: openai.OpenAI, n_tokens: int) -> list:
-    messages = [{"role": "system", "content": SYSTEM}]
+def chat(client: openai.OpenAI, n_tokens: int, session: int) -> list:
+    # a session number first: no repeat finds an earlier repeat's conversation in the cache
+    messages = [{"role": "system", "content": f"Session {session}. {SYSTEM}"}]
     turns = []
     for question in QUESTIONS:
         messages.append({"role": "user", "content": question})
@@ -89,14 +91,14 @@ def main(argv=None) -> int:
         for rep in range(args.repeats + 1):  # the first repeat warms both servers up and is not counted
             for reuse in ((True, False) if rep % 2 == 0 else (False, True)):
                 client = openai.OpenAI(base_url=servers[reuse].url + "/v1", api_key="none")
-                turns = chat(client, args.tokens)
+                turns = chat(client, args.tokens, rep)
                 if rep > 0:
                     runs[reuse].append(turns)
     finally:
         for server in servers.values():
             server.stop()
     replies = {reuse: [[t["reply"] for t in run] for run in r] for reuse, r in runs.items()}
-    same = all(run == replies[True][0] for r in replies.values() for run in r)
+    same = replies[True] == replies[False]  # per repeat (session), the two servers' replies
     rows = []
     for i in range(len(QUESTIONS)):
         row = {"turn": i + 1, "prompt_tokens": runs[True][0][i]["prompt_tokens"],

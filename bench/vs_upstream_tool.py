@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
@@ -31,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import llama_tool  # noqa: E402
+from kernels import cpu_name  # noqa: E402
 
 import llamaspec  # noqa: E402
 from llamaspec.evaluate import builtin_prompts  # noqa: E402
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     lines = ["# llamaspec vs llama-speculative-simple with llama.cpp's CPU kernels", "",
              f"`python bench/vs_upstream_tool.py --n-max {args.n_max} --repeats {args.repeats} --max-tokens "
              f"{args.max_tokens} --threads {args.threads}` ({seconds / 60:.0f} min) on "
-             f"{platform.processor() or platform.machine()}: Gemma 3 270M Q4_K_M + the shipped DSpark head, "
+             f"{cpu_name()}: Gemma 3 270M Q4_K_M + the shipped DSpark head, "
              f"n_max {args.n_max}, greedy, {args.max_tokens} tokens; the tool with `GGML_CPU_MULTIDOT=0` (llama.cpp's "
              "kernels, no batch-invariant mode), llamaspec as shipped. Ratio: llamaspec / tool decode tok/s, median "
              "of per-repeat ratios (min-max), interleaved.", "",
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "vs_upstream_tool.md").write_text("\n".join(lines) + "\n")
     (RESULTS / "vs_upstream_tool.json").write_text(json.dumps(
-        {"settings": vars(args), "seconds": seconds, "summary": summary, "rows": rows}, indent=1))
+        {"settings": vars(args), "cpu": cpu_name(), "seconds": seconds, "summary": summary, "rows": rows}, indent=1))
     print("\n".join(lines))
     return 0
 

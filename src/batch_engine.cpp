@@ -97,18 +97,6 @@ const BatchEngine::RequestStats & BatchEngine::stats(int64_t request) const {
 
 void BatchEngine::release(int64_t request) { finished_.erase(request); }
 
-namespace {
-
-size_t common_prefix(const llama_tokens & a, const std::vector<llama_token> & b, size_t limit) {
-    size_t n = 0;
-    while (n < a.size() && n < b.size() && n < limit && a[n] == b[n]) {
-        ++n;
-    }
-    return n;
-}
-
-}  // namespace
-
 BatchEngine::Slot & BatchEngine::choose_slot(const std::vector<llama_token> & prompt) {
     Slot * best = nullptr;
     size_t best_prefix = 0;
@@ -117,7 +105,7 @@ BatchEngine::Slot & BatchEngine::choose_slot(const std::vector<llama_token> & pr
             continue;
         }
         // the prompt's last token is decoded with the first draft, never from the cache
-        const size_t prefix = common_prefix(slot.cached, prompt, prompt.size() - 1);
+        const size_t prefix = common_prefix_length(slot.cached, prompt, prompt.size() - 1);
         const bool better = best == nullptr || prefix > best_prefix ||
                             (prefix == best_prefix && (slot.cached.empty() != best->cached.empty()
                                                            ? slot.cached.empty()  // keep other caches for later
@@ -143,13 +131,9 @@ void BatchEngine::prefill_admitted() {
         slot.history.reserve(n_ctx_);
         slot.id_last = prompt.back();
         slot.n_past = (llama_pos) slot.history.size();
-        // prefix reuse: what the sequence's cache still holds of the new prompt, if the drafter and the
-        // memory allow it (a recurrent state that cannot step back that far starts cold)
-        size_t keep = reuse_prefix_ ? common_prefix(slot.cached, slot.history, slot.history.size()) : 0;
-        keep = drafter_->reusable_prefix(keep, (llama_seq_id) seq);
-        if (keep < slot.cached.size() && !ctx_tgt_->try_trim((llama_seq_id) seq, (llama_pos) keep)) {
-            keep = 0;
-        }
+        // prefix reuse: what the sequence's cache still holds of the new prompt
+        const size_t keep =
+            reuse_prefix_ ? keep_cached_prefix(*ctx_tgt_, *drafter_, (llama_seq_id) seq, slot.cached, slot.history) : 0;
         if (keep == 0) {
             ctx_tgt_->trim((llama_seq_id) seq, 0);
         }
@@ -184,7 +168,6 @@ void BatchEngine::prefill_admitted() {
         Slot & slot = slots_[seq];
         slot.needs_prefill = false;
         slot.stats.prefill_tokens = (int32_t) (slot.history.size() - slot.n_keep);
-        slot.stats.cached_tokens = (int32_t) slot.n_keep;
         slot.stats.prefill_seconds = seconds;  // the requests admitted together share one prefill
     }
 }

@@ -81,8 +81,7 @@ public:
     struct RequestStats {
         RoundLog rounds;
         double prefill_seconds = 0.0;
-        int32_t prefill_tokens = 0;  // prompt tokens decoded
-        int32_t cached_tokens = 0;   // prompt tokens its sequence's cache already held (prefix reuse)
+        int32_t prefill_tokens = 0;  // prompt tokens decoded (fewer than the prompt's when a prefix was reused)
         StopReason stop_reason = StopReason::None;
     };
     const RequestStats & stats(int64_t request) const;

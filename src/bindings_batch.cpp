@@ -110,7 +110,6 @@ void bind_batch(nb::module_ & m) {
                 nb::dict d = round_log_dict(s.rounds);
                 d["prefill_seconds"] = s.prefill_seconds;
                 d["prefill_tokens"] = s.prefill_tokens;
-                d["cached_tokens"] = s.cached_tokens;
                 d["stop_reason"] = std::string(stop_reason_name(s.stop_reason));
                 return d;
             });

@@ -313,14 +313,10 @@ void Drafter::begin(const llama_tokens & prompt_history, size_t n_keep) {
     pending_.clear();
     size_t catch_up_from = n_keep;  // the draft model decodes prompt_history[catch_up_from, n_keep) below
     if (ctx_dft_) {
-        size_t keep = std::min<size_t>(reusable_prefix(n_keep), (size_t) ctx_dft_->n_pos(0));
-        if (keep > 0 && !ctx_dft_->try_trim(0, (llama_pos) keep)) {
-            keep = 0;
-        }
-        if (keep == 0) {
+        catch_up_from = keep_draft_cache(0, n_keep);
+        if (catch_up_from == 0) {
             ctx_dft_->clear();
         }
-        catch_up_from = keep;
     }
     std::fill(dft_cache_has_tail_.begin(), dft_cache_has_tail_.end(), 0);
     for (auto & kept : drafted_kept_) {
@@ -335,11 +331,13 @@ void Drafter::begin(const llama_tokens & prompt_history, size_t n_keep) {
     common_speculative_set_deferred_process(spec_.get(), defer_process_ && is_block_head(model_type_));
     common_speculative_begin(spec_.get(), 0, prompt_history);
     if (ctx_dft_ && catch_up_from < n_keep) {
-        for (size_t i = catch_up_from; i < n_keep; ++i) {
-            pending_.emplace_back(prompt_history[i], (llama_pos) i);
-        }
-        flush_pending();
+        catch_up(0, prompt_history, catch_up_from, n_keep);
     }
+}
+
+size_t Drafter::keep_draft_cache(llama_seq_id seq, size_t n_keep) {
+    const size_t keep = std::min<size_t>(reusable_prefix(n_keep, seq), (size_t) ctx_dft_->n_pos(seq));
+    return keep > 0 && ctx_dft_->try_trim(seq, (llama_pos) keep) ? keep : 0;
 }
 
 bool Drafter::already_decoded(const common_batch::token & t) const {
@@ -456,14 +454,10 @@ void Drafter::begin_sequence(llama_seq_id seq, const llama_tokens & prompt_histo
     }
     size_t catch_up_from = n_keep;
     if (ctx_dft_) {
-        size_t keep = std::min<size_t>(reusable_prefix(n_keep, seq), (size_t) ctx_dft_->n_pos(seq));
-        if (keep > 0 && !ctx_dft_->try_trim(seq, (llama_pos) keep)) {
-            keep = 0;
-        }
-        if (keep == 0) {
+        catch_up_from = keep_draft_cache(seq, n_keep);
+        if (catch_up_from == 0) {
             ctx_dft_->trim(seq, 0);
         }
-        catch_up_from = keep;
     }
     dft_cache_has_tail_.at(seq) = 0;
     drafted_kept_.at(seq).tokens.clear();

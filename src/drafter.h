@@ -110,6 +110,9 @@ public:
 private:
     // feed the deferred target tokens to the draft model, in one batch per n_batch
     void flush_pending();
+    // how much of a reused target prefix of n_keep tokens sequence seq's draft cache keeps (trimmed to it);
+    // 0: nothing, the caller empties it
+    size_t keep_draft_cache(llama_seq_id seq, size_t n_keep);
     // the draft model decodes history[from, to) of sequence seq (its catch-up on a reused prefix)
     void catch_up(llama_seq_id seq, const llama_tokens & history, size_t from, size_t to);
 

@@ -63,6 +63,23 @@ common_params target_params(const Model & target, const Model * draft, const Eng
     return base;
 }
 
+size_t common_prefix_length(const llama_tokens & a, const llama_tokens & b, size_t limit) {
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && n < limit && a[n] == b[n]) {
+        ++n;
+    }
+    return n;
+}
+
+size_t keep_cached_prefix(Context & ctx, const Drafter & drafter, llama_seq_id seq, const llama_tokens & cached,
+                          const llama_tokens & next) {
+    const size_t keep = drafter.reusable_prefix(common_prefix_length(cached, next), seq);
+    if (keep < cached.size() && !ctx.try_trim(seq, (llama_pos) keep)) {
+        return 0;  // e.g. a recurrent state that cannot step back that far
+    }
+    return keep;
+}
+
 std::vector<llama_token> end_of_generation_tokens(const Model & model) {
     std::vector<llama_token> out;
     for (llama_token t = 0; t < model.n_vocab(); ++t) {
@@ -185,16 +202,8 @@ void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams
     llama_tokens new_history(prompt.begin(), prompt.end() - 1);
     // prefix reuse: keep what the cache already holds of the new prompt (all of it when the prompt
     // extends the previous one, as a chat's next turn does), if the drafter and the memory allow it
-    size_t keep = 0;
-    if (reuse_prefix_ && cache_valid_) {
-        while (keep < history_.size() && keep < new_history.size() && history_[keep] == new_history[keep]) {
-            ++keep;
-        }
-        keep = drafter_->reusable_prefix(keep);
-        if (keep < history_.size() && !ctx_tgt_->try_trim(0, (llama_pos) keep)) {
-            keep = 0;  // e.g. a recurrent state that cannot step back that far: start cold
-        }
-    }
+    const size_t keep = reuse_prefix_ && cache_valid_
+                            ? keep_cached_prefix(*ctx_tgt_, *drafter_, 0, history_, new_history) : 0;
     cache_valid_ = false;
     if (keep == 0) {
         ctx_tgt_->clear();

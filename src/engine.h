@@ -10,6 +10,7 @@
 #include "stats.h"
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,6 +37,16 @@ common_params target_params(const Model & target, const Model * draft, const Eng
 
 // The target's end-of-generation tokens (masked to -inf with ignore_eos).
 std::vector<llama_token> end_of_generation_tokens(const Model & model);
+
+// Length of the common prefix of a and b, at most `limit`.
+size_t common_prefix_length(const llama_tokens & a, const llama_tokens & b, size_t limit = SIZE_MAX);
+
+// Prefix reuse, for one sequence and a single-sequence Engine alike: how many leading tokens of `next` the
+// target cache of sequence `seq`, which holds `cached`, keeps for the next generation (their common prefix,
+// as far as the drafter can reuse it), the cache trimmed to that; 0 when the memory cannot step back that
+// far (e.g. a recurrent state) or nothing is shared: the caller then starts the sequence cold.
+size_t keep_cached_prefix(Context & ctx, const Drafter & drafter, llama_seq_id seq, const llama_tokens & cached,
+                          const llama_tokens & next);
 
 enum class StopReason { None, MaxTokens, EndOfGeneration, ContextFull, Cancelled };
 const char * stop_reason_name(StopReason reason);

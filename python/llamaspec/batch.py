@@ -241,10 +241,6 @@ class Batch:
         if len(tokens) >= self.n_ctx:
             raise ValueError(f"the prompt has {len(tokens)} tokens, which does not fit the context of {self.n_ctx} "
                              "tokens per sequence (leave room for at least one generated token)")
-        n_vocab = self.target.n_vocab
-        bad = next((t for t in tokens if not 0 <= t < n_vocab), None)
-        if bad is not None:
-            raise ValueError(f"prompt token {bad} is outside the vocabulary")
         sampling = sampling_args(temperature, top_k, top_p, min_p, seed)
         _core.Sampler(*sampling[:4], sampling[4])  # raises ValueError for out-of-range parameters now
         matcher = StopMatcher(stop, stop_tokens, self._piece)

@@ -57,7 +57,7 @@ def tokenize(model: Model, text: Union[str, bytes], add_special: bool = True) ->
 
 
 def prompt_tokens(model: Model, prompt: Union[str, bytes, Sequence[int]], add_special: bool) -> list:
-    """A prompt (text, bytes or token ids) as a non-empty list of token ids."""
+    """A prompt (text, bytes or token ids) as a non-empty list of the model's token ids (ValueError else)."""
     if isinstance(prompt, np.ndarray) and prompt.ndim == 1 and prompt.dtype.kind in "iu":
         prompt = prompt.tolist()
     if isinstance(prompt, (str, bytes, bytearray)):
@@ -68,6 +68,10 @@ def prompt_tokens(model: Model, prompt: Union[str, bytes, Sequence[int]], add_sp
         raise TypeError("prompt must be str, bytes or a sequence of int token ids")
     if not tokens:
         raise ValueError("the prompt is empty (no tokens)")
+    n_vocab = model.n_vocab
+    bad = next((t for t in tokens if not 0 <= t < n_vocab), None)
+    if bad is not None:
+        raise ValueError(f"prompt token {bad} is outside the vocabulary ({n_vocab} tokens)")
     return tokens
 
 

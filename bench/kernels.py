@@ -7,6 +7,8 @@ turn (off, on / on, off alternating per repeat), medians of the per-repeat best 
 Reported per type: milliseconds, cost(n) / cost(1) of each mode (cost(1) of the same mode), and off / on.
 
     python bench/kernels.py [--types q8_0,q5_0,q4_0,q6_K] [--rows 16384] [--k 4096] [--threads 2]
+    python bench/kernels.py --switch wide --types q8_0@CPU_ROWS8,q4_K@CPU_ROWS8,...   # CPU_ROWS8: 8-row passes
+                                                      # (off) against 16-row AVX-512 passes (on); the same bits
 
 Writes bench/results/kernels/kernels.json and kernels.md.
 """
@@ -26,20 +28,25 @@ from llamaspec import _core
 
 RESULTS = Path(__file__).resolve().parent / "results" / "kernels"
 # type[@layout]: q4_K@CPU_REPACK / q8_0@CPU_ROWS8 are Q4_K / Q8_0 as a model loads them (8 rows interleaved)
-TYPES = ["q8_0", "q8_0@CPU_ROWS8", "q5_0", "q5_0@CPU_ROWS8", "q4_0", "q6_K", "q6_K@CPU_ROWS8", "q4_K@CPU_REPACK",
+TYPES = ["q8_0", "q8_0@CPU_ROWS8", "q5_0", "q5_0@CPU_ROWS8", "q4_0@CPU_REPACK", "q4_0", "q4_0@CPU_ROWS8", "q6_K",
+         "q6_K@CPU_ROWS8", "q4_K@CPU_REPACK",
          "q4_K@CPU_ROWS8", "q4_K", "q5_K", "q5_K@CPU_ROWS8"]
 
 
-def measure_type(spec: str, rows: int, k: int, threads: int, ns: list, repeats: int, runs: int) -> dict:
+SWITCHES = {"multidot": llamaspec.set_multidot, "wide": _core.set_rows8_wide}
+
+
+def measure_type(spec: str, rows: int, k: int, threads: int, ns: list, repeats: int, runs: int,
+                 switch: str = "multidot") -> dict:
     weight_type, _, layout = spec.partition("@")
     timer = _core.MatMulTimer(weight_type, rows, k, threads, 0, layout or "standard")
     seconds = {(n, on): [] for n in ns for on in (False, True)}
     for rep in range(repeats):
         for n in ns:
             for on in ((False, True) if rep % 2 == 0 else (True, False)):
-                llamaspec.set_multidot(on)
+                SWITCHES[switch](on)
                 seconds[(n, on)].append(min(timer.time(n, runs)))
-    llamaspec.set_multidot(True)
+    SWITCHES[switch](True)
     ms = {key: 1e3 * statistics.median(v) for key, v in seconds.items()}
     rows_out = []
     for n in ns:
@@ -76,7 +83,31 @@ def summary(report: dict) -> list:
     return lines + [""]
 
 
+def wide_summary(report: dict) -> list:
+    """CPU_ROWS8 per type: 8 rows per 256-bit vector (off) -> 16 rows per 512-bit vector (on)."""
+    ns = [n for n in (1, 2, 4, 8, 9, 16) if all(n in {r["n"] for r in t["by_n"]} for t in report["types"])]
+    lines = ["## Summary: CPU_ROWS8, 8-row passes -> 16-row passes (ms, and off/on)", "",
+             "| type | " + " | ".join(f"n = {n}" for n in ns) + " |", "|---|" + "---|" * len(ns)]
+    for t in report["types"]:
+        by_n = {r["n"]: r for r in t["by_n"]}
+        lines.append(f"| {t['type']} | " + " | ".join(
+            f"{by_n[n]['off_ms']:.2f} -> {by_n[n]['on_ms']:.2f} ({by_n[n]['speedup']:.2f}x)" for n in ns) + " |")
+    return lines + [""]
+
+
 def markdown(report: dict) -> str:
+    if report.get("switch") == "wide":
+        lines = [
+            "# CPU_ROWS8: 8-row (256-bit) against 16-row (512-bit) passes",
+            "",
+            f"`python bench/kernels.py {report['args']}` on {report['cpu']}, {report['threads']} threads, "
+            f"{report['repeats']} interleaved repeats (off/on order alternating), median of per-repeat best of "
+            f"{report['runs']} runs. Off = 8 rows per 256-bit vector, on = 16 rows per 512-bit vector "
+            "(`_core.set_rows8_wide`); both give the same bits (tests/test_kernels.py).",
+            "",
+        ]
+        lines += wide_summary(report)
+        return "\n".join(lines + table_lines(report))
     lines = [
         "# Few-column matmul kernels: one MUL_MAT per type and number of columns",
         "",
@@ -93,6 +124,11 @@ def markdown(report: dict) -> str:
         "",
     ]
     lines += summary(report)
+    return "\n".join(lines + table_lines(report))
+
+
+def table_lines(report: dict) -> list:
+    lines = []
     for t in report["types"]:
         lines += [f"## {t['type']}: {t['rows']} x {t['k']} ({t['weight_mb']:.1f} MB)", "",
                   "| n | off ms | on ms | off cost(n)/cost(1) | on cost(n)/cost(1) | off/on |",
@@ -101,7 +137,7 @@ def markdown(report: dict) -> str:
             lines.append(f"| {r['n']} | {r['off_ms']:.3f} | {r['on_ms']:.3f} | {r['off_cost_ratio']:.2f} | "
                          f"{r['on_cost_ratio']:.2f} | {r['speedup']:.2f}x |")
         lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv=None) -> int:
@@ -114,15 +150,17 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="runs per repeat (the best is kept)")
     parser.add_argument("--ns", default=",".join(str(n) for n in range(1, 17)))
     parser.add_argument("--out", default="kernels", help="result file stem in bench/results/kernels/")
+    parser.add_argument("--switch", default="multidot", choices=sorted(SWITCHES),
+                        help="what off/on toggles: llama.cpp's kernels vs ours, or CPU_ROWS8's 8 vs 16-row passes")
     args = parser.parse_args(argv)
     ns = [int(n) for n in args.ns.split(",")]
     if ns[0] != 1:
         ns = [1] + ns
     report = {"args": " ".join(sys.argv[1:] if argv is None else argv), "cpu": cpu_name(), "threads": args.threads,
-              "repeats": args.repeats, "runs": args.runs, "types": []}
+              "repeats": args.repeats, "runs": args.runs, "switch": args.switch, "types": []}
     t0 = time.time()
     for weight_type in args.types.split(","):
-        entry = measure_type(weight_type, args.rows, args.k, args.threads, ns, args.repeats, args.runs)
+        entry = measure_type(weight_type, args.rows, args.k, args.threads, ns, args.repeats, args.runs, args.switch)
         report["types"].append(entry)
         print(markdown({**report, "types": [entry]}).split("\n", 6)[-1], flush=True)
     report["seconds"] = time.time() - t0

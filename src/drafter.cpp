@@ -311,6 +311,7 @@ void Drafter::begin(const llama_tokens & prompt_history, size_t n_keep) {
         return;
     }
     pending_.clear();
+    drafted_last_round_ = false;
     size_t catch_up_from = n_keep;  // the draft model decodes prompt_history[catch_up_from, n_keep) below
     if (ctx_dft_) {
         catch_up_from = keep_draft_cache(0, n_keep);
@@ -427,13 +428,33 @@ void Drafter::flush_pending() {
     last_catch_up_seconds_ = (ggml_time_us() - t0) * 1e-6;
 }
 
+bool Drafter::block_head() const { return is_block_head(model_type_); }
+
+int32_t Drafter::n_pending() const {
+    const int32_t deferred_rows = spec_ && is_block_head(model_type_) ? common_speculative_n_deferred(spec_.get()) : 0;
+    return (int32_t) pending_.size() + deferred_rows;
+}
+
 void Drafter::draft(llama_pos pos0, llama_token id_last, const llama_tokens & history, int32_t n_max,
                     llama_tokens & out, std::vector<float> & confidence,
                     std::function<bool(int32_t, float)> keep_drafting) {
     last_catch_up_tokens_ = 0;
+    last_catch_up_seconds_ = 0.0;
     if (spec_ && n_max > 0) {
         flush_pending();
+        if (!drafted_last_round_ && is_block_head(model_type_)) {
+            // a DFlash/DSpark head first reads the features of the rounds it skipped (or of the prompt):
+            // timed apart, as catching up, so that the schedule does not price drafting by it
+            const int64_t t0 = ggml_time_us();
+            const int32_t n_rows = common_speculative_flush_deferred(spec_.get());
+            if (n_rows < 0) {
+                throw std::runtime_error("the drafter failed to read the target's features");
+            }
+            last_catch_up_tokens_ += n_rows;
+            last_catch_up_seconds_ += (ggml_time_us() - t0) * 1e-6;
+        }
     }
+    drafted_last_round_ = spec_ && n_max > 0;
     request_draft(0, pos0, id_last, history, n_max, out, confidence, std::move(keep_drafting));
     draft_requested();
 }

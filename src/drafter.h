@@ -69,11 +69,14 @@ public:
     // a DFlash/DSpark head's target features inside llama.cpp (patches/0001).
     void set_deferred_process(bool on) { defer_process_ = on; }
     // Deferred target tokens the draft model has yet to read, and what the last catch-up cost.
-    int32_t n_pending() const { return (int32_t) pending_.size(); }
+    // (a DFlash/DSpark head's deferred feature rows count too)
+    int32_t n_pending() const;
     int32_t last_catch_up_tokens() const { return last_catch_up_tokens_; }
     double last_catch_up_seconds() const { return last_catch_up_seconds_; }
     // The draft model pays one decode per drafted token (so stopping early saves time).
     bool sequential() const { return model_type_ == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE; }
+    // A DFlash/DSpark head: drafts a block in one decode of its own graph.
+    bool block_head() const;
 
     // Propose at most n_max tokens to follow id_last, which sits at position pos0. `confidence`
     // receives one value per token (NaN where the drafter has none); `keep_drafting`, if set,
@@ -156,6 +159,8 @@ private:
     std::vector<char> dft_cache_has_tail_;
     int32_t last_catch_up_tokens_ = 0;
     double last_catch_up_seconds_ = 0.0;
+    // whether the last round drafted: if not, a block head's deferred rows at the next draft are catching up
+    bool drafted_last_round_ = false;
     // declared before spec_: the speculative state refers to the draft context and goes first
     std::unique_ptr<Context> ctx_dft_;
     common_speculative_ptr spec_;

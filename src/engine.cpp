@@ -167,6 +167,24 @@ CostModel Engine::measure_costs() {
             }
         }
         costs.set_draft_step(std::isfinite(best) ? best : 0.0);
+    } else if (drafter_->block_head()) {
+        // a DFlash/DSpark head: one block of each length (the first of each pays its graph's build, which the
+        // schedule would otherwise take for what drafting costs and stop drafting on)
+        for (int32_t n = 1; n <= n_max; ++n) {
+            double best = INFINITY;
+            for (int rep = 0; rep < kRepeats; ++rep) {
+                const int64_t t0 = ggml_time_us();
+                drafter_->draft(n_past_, id_last_, history_, n, draft_tokens_, draft_confidence_);
+                const double seconds = seconds_since(t0) - drafter_->last_catch_up_seconds();
+                drafter_->accept(0, 0, n_past_);
+                if (rep == 0) {  // the head first read the prompt's features (deferred input)
+                    costs.observe_catch_up(drafter_->last_catch_up_tokens(), drafter_->last_catch_up_seconds());
+                } else {
+                    best = std::min(best, seconds);
+                }
+            }
+            costs.observe_block_draft(n, best);
+        }
     }
     started_ = false;
     return costs;

@@ -224,6 +224,9 @@ void bind_kernels(nb::module_ & m) {
     m.def("set_multidot", [](bool on) { ggml_cpu_set_multidot(on); }, "on"_a,
           "Process-wide: MUL_MAT with 1..16 columns reads each weight block once for all columns (patches/0008).");
     m.def("get_multidot", [] { return ggml_cpu_get_multidot(); });
+    m.def("set_rows8_wide", [](bool on) { ggml_cpu_set_rows8_wide(on); }, "on"_a,
+          "Process-wide: CPU_ROWS8 computes 16 rows per 512-bit vector where the build has AVX-512 VNNI (same bits).");
+    m.def("get_rows8_wide", [] { return ggml_cpu_get_rows8_wide(); });
 
     m.def("mul_mat", [](const std::string & type_name, f32_matrix w, f32_matrix x, int n_threads,
                         const std::string & layout) {

@@ -232,6 +232,9 @@ void Scheduler::observe(const std::vector<float> & confidence, int32_t n_verifie
     if (!sequential_ && round_limit_ > 0 && !costs_frozen_) {
         costs_.observe_block_draft(round_limit_, draft_seconds - catch_up_seconds_);
     }
+    // catching up on skipped rounds is the price of having skipped (plan() weighs it before a probe), not of
+    // drafting: the gain of drafting leaves it out
+    const double drafting_seconds = draft_seconds - catch_up_seconds_;
     catch_up_seconds_ = 0.0;
     // acceptance is a prefix: tokens past the first rejection were never judged
     for (int32_t i = 0; i < n_verified && i <= n_accepted; ++i) {
@@ -249,7 +252,7 @@ void Scheduler::observe(const std::vector<float> & confidence, int32_t n_verifie
         }
         return;
     }
-    const double gain = n_emitted - rho0() * (draft_seconds + verify_seconds);
+    const double gain = n_emitted - rho0() * (drafting_seconds + verify_seconds);
     blend(gain_, gain, probe ? kProbeGainSmoothing : kGainSmoothing);
     if (probe) {
         backoff_ = gain_ > 0.0 ? 2 : std::min(2 * backoff_, kMaxBackoff);

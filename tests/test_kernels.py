@@ -32,6 +32,7 @@ def restore_switches():
     yield
     llamaspec.set_multidot(True)
     llamaspec.set_batch_invariant(True)
+    _core.set_rows8_wide(True)
 
 
 def operands(weight_type: str, rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -101,10 +102,11 @@ def layout_available(weight_type: str, layout: str) -> bool:
 
 
 @pytest.mark.parametrize("weight_type,layout", [("q4_K", "CPU_REPACK"), ("q8_0", "CPU_ROWS8"), ("q4_K", "CPU_ROWS8"),
-                                               ("q5_0", "CPU_ROWS8"), ("q5_K", "CPU_ROWS8"), ("q6_K", "CPU_ROWS8")])
+                                               ("q5_0", "CPU_ROWS8"), ("q4_0", "CPU_ROWS8"), ("q5_K", "CPU_ROWS8"),
+                                               ("q6_K", "CPU_ROWS8")])
 def test_repacked_weights(weight_type, layout):
     """Weights stored as a model loads them (repacking on): llama.cpp's CPU_REPACK Q4_K (8 rows interleaved,
-    taken by the kernels for 2..16 columns) and llamaspec's CPU_ROWS8 Q8_0, Q5_0, Q4_K, Q5_K and Q6_K (8 rows interleaved, one
+    taken by the kernels for 2..16 columns) and llamaspec's CPU_ROWS8 Q8_0, Q5_0, Q4_0, Q4_K, Q5_K and Q6_K (8 rows interleaved, one
     output row per vector lane, its own arithmetic for every n): every column equals the one-column product,
     with the kernels on and off, for n = 1..32, and agrees with ggml's float64 reference."""
     if not layout_available(weight_type, layout):
@@ -124,6 +126,29 @@ def test_repacked_weights(weight_type, layout):
                     same = (bits(out) == bits(single[:n])).all(axis=1)
                     assert same.all(), (f"{layout} {weight_type}, {rows} rows, {n} columns, {n_threads} threads, "
                                         f"kernels {'on' if on else 'off'}: columns {np.flatnonzero(~same).tolist()}")
+
+
+@pytest.mark.parametrize("weight_type", ["q8_0", "q5_0", "q4_0", "q4_K", "q5_K", "q6_K"])
+def test_rows8_widths_give_the_same_bits(weight_type):
+    """CPU_ROWS8 computes 16 rows per 512-bit vector where the build has AVX-512 VNNI and 8 per 256-bit vector
+    otherwise (or with the switch off): every width, column count and thread count gives the same bits. 40 and
+    264 rows: pairs of 8-row groups and a group left over."""
+    if not layout_available(weight_type, "CPU_ROWS8"):
+        assert not cpu_has_vnni(), "CPU_ROWS8 is missing on a CPU with VNNI"
+        pytest.skip("CPU_ROWS8 is not in this build")
+    for seed, rows in enumerate((40, 264)):
+        w, x = operands(weight_type, rows, seed + 7)
+        results = {}
+        for wide in (False, True):
+            _core.set_rows8_wide(wide)
+            assert _core.get_rows8_wide() == wide
+            for n_threads in (1, 2):
+                for n in (1, 5, 8, 9, 16):
+                    results[(wide, n_threads, n)] = bits(_core.mul_mat(weight_type, w, x[:n], n_threads, "CPU_ROWS8"))
+        first = {n: results[(False, 1, n)] for n in (1, 5, 8, 9, 16)}
+        for (wide, n_threads, n), out in results.items():
+            assert (out == first[n]).all(), f"{weight_type}, {rows} rows, {n} columns, wide {wide}, {n_threads} threads"
+            assert (out == first[16][:n]).all(), f"{weight_type}: {n} columns differ from the first {n} of 16"
 
 
 def test_the_check_sees_a_difference_when_there_is_one():

@@ -246,6 +246,38 @@ def test_probe_waits_while_the_catch_up_is_dear():
     assert waited > 100
 
 
+def test_catching_up_is_not_charged_to_drafting():
+    """A probe whose drafter first reads what it skipped: the reading is the price of having skipped, not of
+    drafting. A round that pays without it turns drafting on, though with it the round lost time."""
+    for catch_up, on in ((0.0, True), (2.0, True)):
+        sched = _core.Scheduler(flat_costs(4))
+        sched.plan(4)
+        sched.observe_catch_up(20, catch_up)  # this round's draft began by reading 20 skipped tokens
+        # 3 tokens in 0.2 + 1.15 s of drafting and verifying (+ the catch-up, inside the draft time)
+        sched.observe([0.9, 0.9], 2, 2, 3, 0.2 + catch_up, 1.15)
+        assert sched.drafting_on == on
+    # the same round charged with its catch-up would have lost time: 3 tokens in 3.35 s
+    sched = _core.Scheduler(flat_costs(4))
+    sched.plan(4)
+    sched.observe([0.9, 0.9], 2, 2, 3, 2.2, 1.15)
+    assert not sched.drafting_on
+
+
+def test_block_head_costs_are_measured_when_the_generator_is_made(models, target_model):
+    """A DSpark head's block of every length is timed at construction (a length's first block pays its graph's
+    build, which the schedule would otherwise take for its cost), apart from reading the prompt's features."""
+    gen = llamaspec.Generator(target_model, models["dspark"], n_max=4, schedule="confidence")
+    try:
+        state = gen.scheduler_state
+        blocks = np.asarray(state["block_draft_seconds"])
+        assert (blocks[1:5] > 0).all() and (blocks[1:5] < 1.0).all(), blocks
+        assert state["catch_up_seconds_per_token"] > 0  # the prompt's features, read before the first block
+        result = gen.generate("def fib(n):", max_tokens=12, ignore_eos=True)
+        assert len(result.tokens) == 12
+    finally:
+        gen.close()
+
+
 def block_rounds(sched, n_rounds: int, block_seconds) -> int:
     """Rounds of a block drafter whose first two positions are always accepted and the third never;
     a block of n positions costs block_seconds(n). Returns the block length planned last."""

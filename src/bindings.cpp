@@ -496,7 +496,10 @@ NB_MODULE(_core, m) {
         .def("predict", [](const Scheduler & s, int32_t position, float confidence) {
             return s.calibration().predict(position, confidence);
         }, "position"_a, "confidence"_a)
-        .def_prop_ro("drafting_on", &Scheduler::drafting_on);
+        .def("begin_generation", &Scheduler::begin_generation, "max_tokens"_a = 0)
+        .def_prop_ro("drafting_on", &Scheduler::drafting_on)
+        .def_prop_ro("expected_gain", &Scheduler::expected_gain,
+                     "Tokens a drafted round is expected to yield over plain decoding in its time (at the best depth).");
 
     nb::class_<EngineHandle>(m, "Engine")
         .def("__init__", [](EngineHandle * self, ModelPtr target, ModelPtr draft, const std::string & spec_type,
@@ -542,21 +545,25 @@ NB_MODULE(_core, m) {
                 d["position_accepted"] = sched->calibration().position_hits();
                 d["position_seen"] = sched->calibration().position_seen();
                 d["drafting_on"] = sched->drafting_on();
+                d["expected_gain"] = sched->expected_gain();
+                d["confidence_level"] = sched->calibration().level();
                 return d;
             });
         }, "The confidence scheduler's cost model and acceptance calibration (empty for the fixed schedule).")
         .def("start", [](EngineHandle & h, const std::vector<llama_token> & prompt, float temperature, int top_k,
-                         float top_p, float min_p, uint64_t seed) {
+                         float top_p, float min_p, uint64_t seed, int32_t max_tokens) {
             const SamplingParams sampling = make_sampling_params(temperature, top_k, top_p, min_p, seed);
             h.clear_cancel();
             h.with_engine([&](Engine & e) {
                 nb::gil_scoped_release release;
-                e.start(prompt, sampling);
+                e.start(prompt, sampling, max_tokens);
                 return 0;
             });
             h.raise_if_signalled();
         }, "prompt"_a, "temperature"_a = 0.0f, "top_k"_a = 0, "top_p"_a = 1.0f, "min_p"_a = 0.0f, "seed"_a = 0,
-           "Reset the contexts and decode the prompt tokens; greedy unless temperature > 0.")
+           "max_tokens"_a = 0,
+           "Reset the contexts and decode the prompt tokens; greedy unless temperature > 0. max_tokens: the most "
+           "tokens this generation will make (0: unknown), which the confidence schedule weighs its first probe by.")
         .def("_set_debug_accept_all", [](EngineHandle & h, bool on) {
             h.with_engine([&](Engine & e) {
                 e.set_debug_accept_all(on);

@@ -190,7 +190,7 @@ CostModel Engine::measure_costs() {
     return costs;
 }
 
-void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams & sampling) {
+void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams & sampling, int32_t max_tokens) {
     validate(sampling);
     if (prompt.empty()) {
         throw std::invalid_argument("the prompt is empty (no tokens)");
@@ -234,7 +234,7 @@ void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams
 
     drafter_->begin(history_, keep);
     if (scheduler_) {
-        scheduler_->begin_generation();
+        scheduler_->begin_generation(max_tokens);
     }
     // llama.cpp may round the context up past n_batch: feed the prompt in n_batch chunks
     const size_t n_batch = llama_n_batch(ctx_tgt_->get());

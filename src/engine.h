@@ -67,7 +67,8 @@ public:
 
     // Reset both contexts and decode the prompt (all but its last token) into the target.
     // Greedy unless sampling.temperature > 0 (then the seeded RNG restarts from sampling.seed).
-    void start(const std::vector<llama_token> & prompt, const SamplingParams & sampling = {});
+    // max_tokens: the most tokens the generation will make (0: unknown), for the confidence schedule.
+    void start(const std::vector<llama_token> & prompt, const SamplingParams & sampling = {}, int32_t max_tokens = 0);
 
     // Test-only: accept every drafted token unverified (breaks losslessness on purpose, to show
     // that the distribution tests can detect a broken acceptance step).

@@ -7,9 +7,12 @@
 // is worth  sum_{i<=d} S_i - rho0 * (V(d+1) - V(1))  tokens more than plain decoding, and a
 // sequential drafter drafts token i+1 only while its expected yield pays for its own draft
 // step; a block drafter is asked for the block length that pays most net of the block's own
-// measured cost. Whether to draft at all is decided from what drafted rounds actually gained
-// (tokens emitted - rho0 * seconds spent); while off, probes are backed off exponentially and
-// spaced so that they cost at most 1% of the time.
+// measured cost. Drafting is on while drafted rounds are worth their time on average: each round's
+// worth is the calibrated acceptance of what it verified (given the drafter's confidences) minus
+// the tokens plain decoding would have made in its measured time; not its outcome, which is one
+// token or several and, averaged over a few rounds, switched off drafters that paid on average.
+// While off, probes are backed off exponentially and spaced so that their extra work costs at most 1% of
+// the time (and the drafter's reading of the skipped tokens at most 5%).
 #pragma once
 
 #include <cstdint>
@@ -62,6 +65,14 @@ public:
     // confidence NaN: the drafter gives none (n-gram), use the position's running rate
     double predict(int32_t position, float confidence) const;
     void observe(int32_t position, float confidence, bool accepted);
+    // A new text: each position's rate is kept but weighs as at most `weight` observations, and the
+    // confidence bins' level starts again from 1.
+    void begin_text(double weight);
+    // The confidence bins are learnt over every text, but a drafter's confidence means more on some
+    // texts than on others (the Gemma head's 0.3 is accepted far more often in code than in
+    // translation): the text's recent accepted tokens over what the bins predicted for them (decayed
+    // counts, starting from 1), by which the bins' predictions are scaled.
+    double level() const;
 
     // for inspection: per-bin and per-position (accepted, seen) decayed counts
     const std::vector<double> & bin_hits() const { return bin_hits_; }
@@ -70,7 +81,10 @@ public:
     const std::vector<double> & position_seen() const { return pos_seen_; }
 
 private:
+    double predict_bin(float confidence) const;
+
     std::vector<double> bin_hits_, bin_seen_, pos_hits_, pos_seen_;
+    double level_hits_ = 0.0, level_predicted_ = 0.0;
 };
 
 class Scheduler {
@@ -80,9 +94,12 @@ public:
     // cost per position and are only truncated before verification.
     Scheduler(CostModel costs, bool sequential);
 
-    // A new prompt may draft differently: while drafting is off, probe again soon (what was
-    // learnt about costs and acceptance is kept).
-    void begin_generation() { backoff_ = 1; }
+    // A new prompt may draft differently: whether drafting pays is unknown again, and the first round
+    // probes if what the drafter must first read (the prompt) costs at most 2% of the generation's
+    // plain-decoding time (max_tokens; 0 = unknown: then as any probe). What
+    // the last prompts taught about each position's acceptance counts as a few tokens' evidence only
+    // (costs and the confidence bins' calibration are kept whole).
+    void begin_generation(int32_t max_tokens = 0);
     // Before drafting: the most tokens to draft this round, 0 to skip drafting. n_pending: target
     // tokens the draft model must catch up on before it can draft (deferred draft-model input).
     // A block drafter gets the block length whose best verified depth, net of the block's own cost,
@@ -105,7 +122,11 @@ public:
 
     const CostModel & costs() const { return costs_; }
     const AcceptanceCalibration & calibration() const { return calibration_; }
+    // drafting pays (else rounds are plain, with probes)
     bool drafting_on() const { return gain_ > 0.0; }
+    // running average of what drafted rounds were worth: tokens over plain decoding in their time, by the
+    // calibrated acceptance of what they verified
+    double expected_gain() const { return gain_; }
 
 private:
     double rho0() const { return 1.0 / costs_.verify(1); }
@@ -114,7 +135,7 @@ private:
     CostModel costs_;
     AcceptanceCalibration calibration_;
     bool sequential_;
-    // running net gain of drafted rounds, in tokens over plain decoding; drafting is on while > 0.
+    // running expected net gain of drafted rounds, in tokens over plain decoding; drafting is on while > 0.
     // At first unknown: the first round is a probe.
     double gain_ = 0.0;
     int32_t skipped_ = 0;   // rounds skipped since drafting was last tried
@@ -123,6 +144,7 @@ private:
     bool probing_ = false;  // this round is a probe: drafting is tried although it did not pay
     double probe_overhead_ = 0.0;  // seconds the last probe lost against plain decoding
     bool tried_ = false;    // a probe ran (the first one waits for nothing)
+    double first_probe_budget_ = 0.0;  // seconds the first probe of this generation may cost
     bool always_draft_ = false;
     bool costs_frozen_ = false;
     double survival_ = 1.0; // while drafting sequentially: P(all tokens so far accepted)

@@ -117,7 +117,10 @@ class Generator:
         block drafter's (DFlash/DSpark head, n-gram) cost of a block of n positions, 0 where no block
         of that length ran yet; ``bin_accepted``/``bin_seen``:
         decayed acceptance counts per confidence decile; ``position_accepted``/``position_seen``: per
-        draft position; ``drafting_on``: whether drafting currently pays (else it probes now and then).
+        draft position; ``confidence_level``: this text's accepted tokens over what the bins predicted
+        (recent, decayed; the bins' predictions are scaled by it); ``expected_gain``: running average of
+        what drafted rounds were worth, in tokens over plain decoding in their time; ``drafting_on``:
+        whether that is positive (else rounds are plain, with a probe now and then).
         """
         state = self._engine.scheduler_state()
         return {k: np.asarray(v) if isinstance(v, list) else v for k, v in state.items()}
@@ -160,7 +163,7 @@ class Generator:
         args = sampling_args(**sampling)
         self._generation += 1
         self._stop_reason_override = None
-        self._engine.start(prompt_tokens(self.target, prompt, add_special), *args)
+        self._engine.start(prompt_tokens(self.target, prompt, add_special), *args, min(max_tokens, 2**31 - 1))
 
     def generate(self, prompt: Union[str, bytes, Sequence[int]], max_tokens: int = 128, *,
                  temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,

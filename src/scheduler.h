@@ -11,8 +11,8 @@
 // worth is the calibrated acceptance of what it verified (given the drafter's confidences) minus
 // the tokens plain decoding would have made in its measured time; not its outcome, which is one
 // token or several and, averaged over a few rounds, switched off drafters that paid on average.
-// While off, probes are backed off exponentially and spaced so that their extra work costs at most 1% of
-// the time (and the drafter's reading of the skipped tokens at most 5%).
+// While off, probes are backed off exponentially and spaced so that their extra work costs at most
+// 1% of the time (and the drafter's reading of the skipped tokens at most 5%).
 #pragma once
 
 #include <cstdint>
@@ -96,9 +96,9 @@ public:
 
     // A new prompt may draft differently: whether drafting pays is unknown again, and the first round
     // probes if what the drafter must first read (the prompt) costs at most 2% of the generation's
-    // plain-decoding time (max_tokens; 0 = unknown: then as any probe). What
-    // the last prompts taught about each position's acceptance counts as a few tokens' evidence only
-    // (costs and the confidence bins' calibration are kept whole).
+    // plain-decoding time (max_tokens; 0 = unknown: then as any probe). What the last prompts taught
+    // about each position's acceptance counts as a few tokens' evidence only (costs and the confidence
+    // bins' calibration are kept whole).
     void begin_generation(int32_t max_tokens = 0);
     // Before drafting: the most tokens to draft this round, 0 to skip drafting. n_pending: target
     // tokens the draft model must catch up on before it can draft (deferred draft-model input).

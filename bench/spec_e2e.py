@@ -70,41 +70,15 @@ def summarise(reports: list, names: list) -> dict:
     return out
 
 
-def markdown_on_only(result: dict) -> str:
-    """The table of a run with the kernels on only (--kernels on): more repeats for the same time."""
-    names = list(result["on"].keys())
-    tasks = list(next(iter(result["on"].values()))["per_task"].keys())
-    lines = [
-        "# Speculative decoding on the suite, the few-column kernels on",
-        "",
-        f"`python bench/spec_e2e.py {result['args']}` on {result['cpu']}, {result['threads']} threads, "
-        f"{result['repeats']} repeats x 13 tasks, {result['max_tokens']} tokens, greedy, PyPI Gemma 3 270M Q4_K_M. "
-        "Speed-up: tok/s over plain decoding measured in the same evaluate() call, median over repeats per task; "
-        f"pooled: all tokens / all seconds. Lossless: {result['lossless']}.",
-        "",
-        "| mode | pooled | code/JSON median | lowest task | tau | mean depth | rounds drafting |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for n in names:
-        b = result["on"][n]
-        low = min(b["per_task"].items(), key=lambda kv: kv[1])
-        lines.append(f"| {n} | {b['pooled']:.2f}x | {b['structured_median']:.2f}x | {low[1]:.2f}x ({low[0]}) | "
-                     f"{b['tau']:.2f} | {b['mean_depth']:.2f} | {100 * b['rounds_drafting']:.0f}% |")
-    lines += ["", "Per task, speed-up over plain decoding:", "",
-              "| task | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
-    for t in tasks:
-        lines.append(f"| {t} | " + " | ".join(f"{result['on'][n]['per_task'][t]:.2f}" for n in names) + " |")
-    lines.append("")
-    return "\n".join(lines)
-
-
 def markdown(result: dict) -> str:
-    if "off" not in result:
-        return markdown_on_only(result)
+    """Both kernel settings side by side, or (a run with --kernels on) ours only."""
+    both = "off" in result
     names = list(result["on"].keys())
     tasks = list(next(iter(result["on"].values()))["per_task"].keys())
+    title = ("llama.cpp's CPU kernels (off) vs the few-column kernels (on)" if both
+             else "the few-column kernels on")
     lines = [
-        "# Speculative decoding on the suite: llama.cpp's CPU kernels (off) vs the few-column kernels (on)",
+        f"# Speculative decoding on the suite: {title}",
         "",
         f"`python bench/spec_e2e.py {result['args']}` on {result['cpu']}, {result['threads']} threads, "
         f"{result['repeats']} repeats x 13 tasks, {result['max_tokens']} tokens, greedy, PyPI Gemma 3 270M Q4_K_M "
@@ -112,19 +86,32 @@ def markdown(result: dict) -> str:
         "evaluate() call (same kernel setting), median over repeats per task; pooled: all tokens / all seconds. "
         f"Lossless: {result['lossless']}.",
         "",
-        "| mode | pooled off | pooled on | code/JSON median off | on | tau | mean depth off | on | rounds drafting off | on |",
-        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for n in names:
-        a, b = result["off"][n], result["on"][n]
-        lines.append(f"| {n} | {a['pooled']:.2f}x | {b['pooled']:.2f}x | {a['structured_median']:.2f}x | "
-                     f"{b['structured_median']:.2f}x | {b['tau']:.2f} | {a['mean_depth']:.2f} | {b['mean_depth']:.2f} | "
-                     f"{100 * a['rounds_drafting']:.0f}% | {100 * b['rounds_drafting']:.0f}% |")
-    lines += ["", "Per task, speed-up over plain decoding (off -> on):", "",
+    if both:
+        lines += ["| mode | pooled off | pooled on | code/JSON median off | on | tau | mean depth off | on | "
+                  "rounds drafting off | on |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for n in names:
+            a, b = result["off"][n], result["on"][n]
+            lines.append(f"| {n} | {a['pooled']:.2f}x | {b['pooled']:.2f}x | {a['structured_median']:.2f}x | "
+                         f"{b['structured_median']:.2f}x | {b['tau']:.2f} | {a['mean_depth']:.2f} | "
+                         f"{b['mean_depth']:.2f} | {100 * a['rounds_drafting']:.0f}% | {100 * b['rounds_drafting']:.0f}% |")
+    else:
+        lines += ["| mode | pooled | code/JSON median | lowest task | tau | mean depth | rounds drafting |",
+                  "|---|---|---|---|---|---|---|"]
+        for n in names:
+            b = result["on"][n]
+            low = min(b["per_task"].items(), key=lambda kv: kv[1])
+            lines.append(f"| {n} | {b['pooled']:.2f}x | {b['structured_median']:.2f}x | {low[1]:.2f}x ({low[0]}) | "
+                         f"{b['tau']:.2f} | {b['mean_depth']:.2f} | {100 * b['rounds_drafting']:.0f}% |")
+
+    def cell(n: str, t: str) -> str:
+        on = f"{result['on'][n]['per_task'][t]:.2f}"
+        return f"{result['off'][n]['per_task'][t]:.2f} -> {on}" if both else on
+
+    lines += ["", f"Per task, speed-up over plain decoding{' (off -> on)' if both else ''}:", "",
               "| task | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for t in tasks:
-        cells = [f"{result['off'][n]['per_task'][t]:.2f} -> {result['on'][n]['per_task'][t]:.2f}" for n in names]
-        lines.append(f"| {t} | " + " | ".join(cells) + " |")
+        lines.append(f"| {t} | " + " | ".join(cell(n, t) for n in names) + " |")
     lines.append("")
     return "\n".join(lines)
 

@@ -121,6 +121,26 @@ Engine::Engine(ModelPtr target, ModelPtr draft, const EngineConfig & config)
     }
 }
 
+double Engine::best_draft_seconds(int32_t n, bool per_token, CostModel & costs) {
+    double best = INFINITY;
+    for (int rep = 0; rep < kCostRepeats; ++rep) {
+        const int64_t t0 = ggml_time_us();
+        drafter_->draft(n_past_, id_last_, history_, n, draft_tokens_, draft_confidence_);
+        const double seconds = seconds_since(t0) - drafter_->last_catch_up_seconds();
+        // nothing is verified: take the drafted steps back, or the next repeat's draft model would decode at
+        // positions its cache already holds (llama.cpp: "inconsistent sequence positions")
+        drafter_->accept(0, 0, n_past_);
+        if (rep == 0) {  // the drafter first read the prompt (deferred input): catching up, timed apart
+            costs.observe_catch_up(drafter_->last_catch_up_tokens(), drafter_->last_catch_up_seconds());
+        } else if (!per_token) {
+            best = std::min(best, seconds);
+        } else if (!draft_tokens_.empty()) {
+            best = std::min(best, seconds / (double) draft_tokens_.size());
+        }
+    }
+    return best;
+}
+
 CostModel Engine::measure_costs() {
     const int32_t n_max = drafter_->n_max();
     CostModel costs(n_max);
@@ -131,10 +151,9 @@ CostModel Engine::measure_costs() {
         prompt[i] = (llama_token) ((1 + 31 * (int64_t) i) % target_->n_vocab());
     }
     start(prompt);
-    constexpr int kRepeats = 4;  // the first is a warm-up; the fastest of the rest counts (noise only adds)
     for (int32_t n_tokens = 1; n_tokens <= n_max + 1; ++n_tokens) {
         double best = INFINITY;
-        for (int rep = 0; rep < kRepeats; ++rep) {
+        for (int rep = 0; rep < kCostRepeats; ++rep) {
             batch_.clear();
             for (int32_t k = 0; k < n_tokens; ++k) {
                 batch_.add(prompt[k % n_prompt], n_past_ + k, 0, true);
@@ -151,39 +170,13 @@ CostModel Engine::measure_costs() {
         costs.set_verify(n_tokens, best);
     }
     if (drafter_->sequential()) {
-        double best = INFINITY;
-        for (int rep = 0; rep < kRepeats; ++rep) {
-            const int64_t t0 = ggml_time_us();
-            drafter_->draft(n_past_, id_last_, history_, n_max, draft_tokens_, draft_confidence_);
-            const double seconds = seconds_since(t0);
-            // nothing is verified: take the drafted steps back, or the next repeat's draft model would decode
-            // at positions its cache already holds (llama.cpp: "inconsistent sequence positions")
-            drafter_->accept(0, 0, n_past_);
-            if (rep == 0) {  // the draft model first caught up on the prompt (deferred input)
-                costs.observe_catch_up(drafter_->last_catch_up_tokens(), drafter_->last_catch_up_seconds());
-            }
-            if (rep > 0 && !draft_tokens_.empty()) {
-                best = std::min(best, seconds / (double) draft_tokens_.size());
-            }
-        }
+        const double best = best_draft_seconds(n_max, true, costs);
         costs.set_draft_step(std::isfinite(best) ? best : 0.0);
     } else if (drafter_->block_head()) {
         // a DFlash/DSpark head: one block of each length (the first of each pays its graph's build, which the
         // schedule would otherwise take for what drafting costs and stop drafting on)
         for (int32_t n = 1; n <= n_max; ++n) {
-            double best = INFINITY;
-            for (int rep = 0; rep < kRepeats; ++rep) {
-                const int64_t t0 = ggml_time_us();
-                drafter_->draft(n_past_, id_last_, history_, n, draft_tokens_, draft_confidence_);
-                const double seconds = seconds_since(t0) - drafter_->last_catch_up_seconds();
-                drafter_->accept(0, 0, n_past_);
-                if (rep == 0) {  // the head first read the prompt's features (deferred input)
-                    costs.observe_catch_up(drafter_->last_catch_up_tokens(), drafter_->last_catch_up_seconds());
-                } else {
-                    best = std::min(best, seconds);
-                }
-            }
-            costs.observe_block_draft(n, best);
+            costs.observe_block_draft(n, best_draft_seconds(n, false, costs));
         }
     }
     started_ = false;

@@ -106,6 +106,12 @@ private:
     int32_t verify(std::vector<llama_token> & out);
     // start-up measurement for the scheduler: target passes over 1..n_max+1 tokens, draft steps
     CostModel measure_costs();
+    // each timing of measure_costs: the first run is a warm-up; the fastest of the rest counts (noise only adds)
+    static constexpr int kCostRepeats = 4;
+    // seconds of a draft of up to n tokens from the current position (per drafted token if per_token; infinite
+    // if nothing was drafted), the fastest of kCostRepeats - 1 after a warm-up whose catching up on the prompt
+    // goes to costs
+    double best_draft_seconds(int32_t n, bool per_token, CostModel & costs);
 
     ModelPtr target_;
     ModelPtr draft_;

@@ -1,6 +1,9 @@
 #include "sampling.h"
 
 #include <algorithm>
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <functional>
 #include <cmath>
 #include <limits>
@@ -30,36 +33,59 @@ void validate(const SamplingParams & p) {
 }
 
 llama_token greedy_token(const float * logits, int32_t n_vocab) {
-    constexpr int kLanes = 16;
-    float lane_max[kLanes];
-    int32_t lane_index[kLanes];
-    for (int j = 0; j < kLanes; ++j) {
-        lane_max[j] = -INFINITY;
-        lane_index[j] = 0;
-    }
-    int32_t i = 0;
-    for (; i + kLanes <= n_vocab; i += kLanes) {
-        for (int j = 0; j < kLanes; ++j) {  // strict '>': each lane keeps its first maximum
-            const bool better = logits[i + j] > lane_max[j];
-            lane_max[j] = better ? logits[i + j] : lane_max[j];
-            lane_index[j] = better ? i + j : lane_index[j];
-        }
-    }
+    // Two vectorised passes over the row (a 262,144-token row is read at memory speed, where one pass keeping
+    // per-lane maxima and indices took 0.27 ms, 2% of a Gemma 3 270M step): its maximum, then the first index
+    // holding it, which is np.argmax's answer (ties: the first). NaN never wins (max keeps the running value);
+    // a row with nothing above -inf gives 0.
     float best = -INFINITY;
-    int32_t best_index = 0;
-    for (int j = 0; j < kLanes; ++j) {  // the lanes' maxima: the largest, and among equals the first
-        if (lane_max[j] > best || (lane_max[j] == best && lane_index[j] < best_index)) {
-            best = lane_max[j];
-            best_index = lane_index[j];
-        }
+    int32_t i = 0;
+#if defined(__AVX512F__)
+    __m512 lanes = _mm512_set1_ps(-INFINITY);
+    for (; i + 16 <= n_vocab; i += 16) {
+        lanes = _mm512_max_ps(_mm512_loadu_ps(logits + i), lanes);  // NaN in the row: the running value
     }
+    best = _mm512_reduce_max_ps(lanes);
+#elif defined(__AVX2__)
+    __m256 lanes = _mm256_set1_ps(-INFINITY);
+    for (; i + 8 <= n_vocab; i += 8) {
+        lanes = _mm256_max_ps(_mm256_loadu_ps(logits + i), lanes);
+    }
+    float lane[8];
+    _mm256_storeu_ps(lane, lanes);
+    for (float v : lane) {
+        best = v > best ? v : best;
+    }
+#endif
     for (; i < n_vocab; ++i) {
-        if (logits[i] > best) {
-            best = logits[i];
-            best_index = i;
+        best = logits[i] > best ? logits[i] : best;
+    }
+    if (best == -INFINITY) {
+        return 0;
+    }
+    i = 0;
+#if defined(__AVX512F__)
+    const __m512 target = _mm512_set1_ps(best);
+    for (; i + 16 <= n_vocab; i += 16) {
+        const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_loadu_ps(logits + i), target, _CMP_EQ_OQ);
+        if (hit != 0) {
+            return i + __builtin_ctz(hit);
         }
     }
-    return best_index;
+#elif defined(__AVX2__)
+    const __m256 target = _mm256_set1_ps(best);
+    for (; i + 8 <= n_vocab; i += 8) {
+        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(logits + i), target, _CMP_EQ_OQ));
+        if (hit != 0) {
+            return i + __builtin_ctz(hit);
+        }
+    }
+#endif
+    for (; i < n_vocab; ++i) {
+        if (logits[i] == best) {
+            return i;
+        }
+    }
+    return 0;
 }
 
 SamplingParams make_sampling_params(float temperature, int32_t top_k, float top_p, float min_p, uint64_t seed) {

@@ -161,3 +161,13 @@ def test_greedy_token_is_the_first_argmax():
     row = np.full(64, -np.inf, dtype=np.float32)
     row[40] = -1e30
     assert greedy.sample(row) == 40
+    # NaN never wins (np.argmax would pick it); nothing above -inf: 0
+    for n in (7, 40, 262144):
+        row = rng.normal(size=n).astype(np.float32)
+        row[0] = row[n // 3] = np.nan
+        row[-2] = 50.0
+        assert greedy.sample(row) == n - 2
+        assert greedy.sample(np.full(n, np.nan, dtype=np.float32)) == 0
+        row = np.full(n, -np.inf, dtype=np.float32)
+        row[1] = np.nan
+        assert greedy.sample(row) == 0

@@ -118,7 +118,7 @@ BatchEngine::Slot & BatchEngine::choose_slot(const std::vector<llama_token> & pr
     return *best;
 }
 
-void BatchEngine::prefill_admitted() {
+std::vector<BatchEvent> BatchEngine::prefill_admitted() {
     const int64_t t0 = ggml_time_us();
     std::vector<llama_seq_id> admitted;
     for (size_t seq = 0; seq < slots_.size(); ++seq) {
@@ -127,13 +127,15 @@ void BatchEngine::prefill_admitted() {
             continue;
         }
         const auto & prompt = slot.params.prompt;
-        slot.history.assign(prompt.begin(), prompt.end() - 1);
+        slot.history.assign(prompt.begin(), prompt.end());
         slot.history.reserve(n_ctx_);
-        slot.id_last = prompt.back();
+        slot.id_last = LLAMA_TOKEN_NULL;  // sampled from the prompt's last logits below
         slot.n_past = (llama_pos) slot.history.size();
-        // prefix reuse: what the sequence's cache still holds of the new prompt
+        // prefix reuse: what the sequence's cache still holds of the new prompt, less its last token (whose
+        // logits give the first token)
+        const llama_tokens reusable(prompt.begin(), prompt.end() - 1);
         const size_t keep =
-            reuse_prefix_ ? keep_cached_prefix(*ctx_tgt_, *drafter_, (llama_seq_id) seq, slot.cached, slot.history) : 0;
+            reuse_prefix_ ? keep_cached_prefix(*ctx_tgt_, *drafter_, (llama_seq_id) seq, slot.cached, reusable) : 0;
         if (keep == 0) {
             ctx_tgt_->trim((llama_seq_id) seq, 0);
         }
@@ -143,14 +145,35 @@ void BatchEngine::prefill_admitted() {
         admitted.push_back((llama_seq_id) seq);
     }
     // every admitted prompt, packed into as few target decodes as the batch size allows (one decode
-    // per prompt costs a graph and a pass over the weights each)
+    // per prompt costs a graph and a pass over the weights each); each prompt's last token outputs the logits
+    // its first token is sampled from, right after the decode that holds it (a later decode overwrites them)
     const size_t n_batch = llama_n_batch(ctx_tgt_->get());
-    auto flush = [this] {
-        if (batch_.size() > 0) {
-            ctx_tgt_->decode(batch_, "the prompts");
-            drafter_->process(batch_);
-            batch_.clear();
+    std::vector<std::pair<llama_seq_id, int32_t>> last_rows;  // (sequence, batch index) in the batch being filled
+    std::vector<BatchEvent> events;
+    auto flush = [&] {
+        if (batch_.size() == 0) {
+            return;
         }
+        ctx_tgt_->decode(batch_, "the prompts");
+        drafter_->process(batch_);
+        for (const auto & [seq, row] : last_rows) {
+            const int64_t t_sample = ggml_time_us();
+            Slot & slot = slots_[seq];
+            std::vector<llama_token> out;
+            slot.i_batch = row;
+            slot.draft.clear();  // no draft: one token from the target, as a round without one samples it
+            verify(slot, out);
+            slot.id_last = out[0];
+            slot.n_generated = 1;
+            // its pass is the prompt's (prefill_seconds): the round logs only the sampling
+            slot.stats.rounds.add({}, 0, 0, 1, 0.0, (ggml_time_us() - t_sample) * 1e-6);
+            BatchEvent event;
+            event.request = slot.request;
+            event.tokens.push_back(slot.id_last);
+            events.push_back(std::move(event));
+        }
+        last_rows.clear();
+        batch_.clear();
     };
     batch_.clear();
     for (llama_seq_id seq : admitted) {
@@ -159,7 +182,11 @@ void BatchEngine::prefill_admitted() {
             if ((size_t) batch_.size() == n_batch) {
                 flush();
             }
-            batch_.add(slot.history[i], (llama_pos) i, seq, false);
+            const bool last = i + 1 == slot.history.size();
+            if (last) {
+                last_rows.emplace_back(seq, batch_.size());
+            }
+            batch_.add(slot.history[i], (llama_pos) i, seq, last);
         }
     }
     flush();
@@ -170,6 +197,17 @@ void BatchEngine::prefill_admitted() {
         slot.stats.prefill_tokens = (int32_t) (slot.history.size() - slot.n_keep);
         slot.stats.prefill_seconds = seconds;  // the requests admitted together share one prefill
     }
+    // a first token may end its request (end of generation, max_tokens 1)
+    for (BatchEvent & event : events) {
+        Slot & slot = *find(event.request);
+        const bool eog = !slot.params.ignore_eos && target_->is_eog(slot.id_last);
+        if (eog || slot.n_generated >= slot.params.max_tokens) {
+            event.finished = true;
+            event.stop_reason = eog ? StopReason::EndOfGeneration : StopReason::MaxTokens;
+            finish((llama_seq_id) (&slot - slots_.data()), slot, event.stop_reason);
+        }
+    }
+    return events;
 }
 
 void BatchEngine::finish(llama_seq_id seq, Slot & slot, StopReason reason) {
@@ -253,10 +291,16 @@ std::vector<BatchEvent> BatchEngine::round() {
     // drafter, as a Generator's generate() does (n-gram pools are shared only by overlapping requests).
     const bool idle = std::none_of(slots_.begin(), slots_.end(),
                                    [](const Slot & s) { return s.request >= 0 && !s.needs_prefill; });
-    if (idle) {
-        drafter_->reset_state();
+    const bool admitting = std::any_of(slots_.begin(), slots_.end(),
+                                       [](const Slot & s) { return s.request >= 0 && s.needs_prefill; });
+    if (admitting) {
+        if (idle) {
+            drafter_->reset_state();
+        }
+        // the new requests' first tokens go out now; the next step runs the round (time to first token is the
+        // prompt's pass, not the prompt's pass plus a speculative round)
+        return prefill_admitted();
     }
-    prefill_admitted();
 
     // 2. draft for every sequence with room left, all at once
     const int64_t t_draft = ggml_time_us();

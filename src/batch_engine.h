@@ -1,8 +1,10 @@
 // Batched speculative decoding: several sequences share one target context, and every round
 // verifies all of their drafts in ONE target decode.
 //
+// A step admits newly submitted requests, or else runs one round. Admitting decodes their prompts into their own
+// sequences and samples each one's first token from its prompt's last logits (it streams at once).
 // One round (step()), top to bottom:
-//   1. admit: decode the prompts of newly submitted requests into their own sequences;
+//   1. (nothing to admit)
 //   2. draft: ask the drafter for every active sequence's draft, drafted together;
 //   3. verify: one batch = for each sequence, its last token and its draft; one target decode;
 //   4. accept: per sequence, the longest prefix the target agrees with (greedy) or min(1, p/q)
@@ -116,8 +118,9 @@ private:
     Slot * find(int64_t request);
     // the free slot for a prompt: the longest reusable cached prefix, else an empty or the least recent one
     Slot & choose_slot(const std::vector<llama_token> & prompt);
-    // decode the prompts of the requests admitted since the last step, all in shared batches
-    void prefill_admitted();
+    // decode the prompts of the requests admitted since the last step, all in shared batches, and sample each
+    // one's first token from its prompt's last logits (events; a request may finish there)
+    std::vector<BatchEvent> prefill_admitted();
     // verification of one slot's draft at its rows of the batch; fills `out` with accepted + one token
     int32_t verify(Slot & slot, std::vector<llama_token> & out);
     void finish(llama_seq_id seq, Slot & slot, StopReason reason);

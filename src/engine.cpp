@@ -151,6 +151,8 @@ CostModel Engine::measure_costs() {
         prompt[i] = (llama_token) ((1 + 31 * (int64_t) i) % target_->n_vocab());
     }
     start(prompt);
+    first_pending_ = false;  // nothing is generated: the passes below go where the first token would
+    id_last_ = prompt[0];
     for (int32_t n_tokens = 1; n_tokens <= n_max + 1; ++n_tokens) {
         double best = INFINITY;
         for (int rep = 0; rep < kCostRepeats; ++rep) {
@@ -210,18 +212,19 @@ void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams
     rounds_.clear();
     stop_reason_ = StopReason::None;
 
-    llama_tokens new_history(prompt.begin(), prompt.end() - 1);
-    // prefix reuse: keep what the cache already holds of the new prompt (all of it when the prompt
-    // extends the previous one, as a chat's next turn does), if the drafter and the memory allow it
+    // prefix reuse: keep what the cache already holds of the new prompt (all of it but the last token, whose
+    // logits give the first token, when the prompt extends the previous one, as a chat's next turn does), if
+    // the drafter and the memory allow it
+    const llama_tokens reusable(prompt.begin(), prompt.end() - 1);
     const size_t keep = reuse_prefix_ && cache_valid_
-                            ? keep_cached_prefix(*ctx_tgt_, *drafter_, 0, history_, new_history) : 0;
+                            ? keep_cached_prefix(*ctx_tgt_, *drafter_, 0, history_, reusable) : 0;
     cache_valid_ = false;
     if (keep == 0) {
         ctx_tgt_->clear();
     }
-    history_ = std::move(new_history);
+    history_.assign(prompt.begin(), prompt.end());
     history_.reserve(n_ctx());
-    id_last_ = prompt.back();
+    id_last_ = LLAMA_TOKEN_NULL;  // the first token comes from the prompt's last logits (run())
     n_past_ = (llama_pos) history_.size();
     prefill_tokens_ = (int32_t) (history_.size() - keep);
 
@@ -235,7 +238,7 @@ void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams
         const size_t end = std::min(history_.size(), begin + n_batch);
         batch_.clear();
         for (size_t i = begin; i < end; ++i) {
-            batch_.add(history_[i], (llama_pos) i, 0, false);
+            batch_.add(history_[i], (llama_pos) i, 0, i + 1 == history_.size());
         }
         if (interrupted_ && interrupted_()) {
             stop_reason_ = StopReason::Cancelled;
@@ -244,6 +247,8 @@ void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams
         ctx_tgt_->decode(batch_, "the prompt");
         drafter_->process(batch_);
     }
+    first_index_ = batch_.size() - 1;
+    first_pending_ = true;
     cache_valid_ = true;
     started_ = true;
     prefill_us_ = ggml_time_us() - t0;
@@ -265,7 +270,7 @@ std::vector<llama_token> Engine::run(int32_t max_new_tokens, int32_t max_rounds,
             stop_reason_ = StopReason::Cancelled;
             break;
         }
-        if (!round(budget, ignore_eos)) {
+        if (!(first_pending_ ? first_token(ignore_eos) : round(budget, ignore_eos))) {
             break;
         }
     }
@@ -294,6 +299,26 @@ float * Engine::logits_at(int32_t batch_index) {
 int32_t Engine::verify(std::vector<llama_token> & out) {
     return verify_draft([this](int32_t i) { return logits_at(i); }, target_->n_vocab(), draft_tokens_, sampler_.get(),
                         rng_, dist_, debug_accept_all_, out);
+}
+
+bool Engine::first_token(bool ignore_eos) {
+    // the prompt's pass left the logits of its last token: the first token is sampled from them as a round
+    // without a draft would (same sampler and RNG), and streams before any drafting
+    const int64_t t0 = ggml_time_us();
+    const llama_tokens no_draft;
+    std::vector<llama_token> out;
+    verify_draft([this](int32_t i) { return logits_at(first_index_ + i); }, target_->n_vocab(), no_draft,
+                 sampler_.get(), rng_, dist_, false, out);
+    first_pending_ = false;
+    id_last_ = out[0];
+    generated_.push_back(id_last_);
+    // its pass is the prompt's (prefill_seconds): the round logs only the sampling
+    rounds_.add({}, 0, 0, 1, 0.0, seconds_since(t0));
+    if (!ignore_eos && target_->is_eog(id_last_)) {
+        stop_reason_ = StopReason::EndOfGeneration;
+        return false;
+    }
+    return true;
 }
 
 bool Engine::round(int32_t budget, bool ignore_eos) {

@@ -65,7 +65,8 @@ public:
     const Context & target_context() const { return *ctx_tgt_; }
     const Drafter & drafter() const { return *drafter_; }
 
-    // Reset both contexts and decode the prompt (all but its last token) into the target.
+    // Reset both contexts and decode the prompt into the target (less the prefix its cache already holds); its
+    // last token's logits give the first generated token, which run() emits before any round.
     // Greedy unless sampling.temperature > 0 (then the seeded RNG restarts from sampling.seed).
     // max_tokens: the most tokens the generation will make (0: unknown), for the confidence schedule.
     void start(const std::vector<llama_token> & prompt, const SamplingParams & sampling = {}, int32_t max_tokens = 0);
@@ -99,6 +100,8 @@ public:
 private:
     // one speculative round; appends to generated_ and rounds_, returns false when generation must stop
     bool round(int32_t budget, bool ignore_eos);
+    // the generation's first token, from the logits the prompt's pass left (a round of its own, without a draft)
+    bool first_token(bool ignore_eos);
     // the target's logits at a batch index; with ignore_eos, end-of-generation tokens masked to -inf
     // (llama.cpp's --ignore-eos semantics)
     float * logits_at(int32_t batch_index);
@@ -129,6 +132,8 @@ private:
     bool started_ = false;
     bool reuse_prefix_ = true;
     bool cache_valid_ = false;  // the target's cache holds exactly history_ (prefix reuse relies on it)
+    bool first_pending_ = false;  // start() decoded the prompt; run() samples the first token next
+    int32_t first_index_ = 0;     // the batch index of the prompt's last token in its last pass
     int32_t prefill_tokens_ = 0;
 
     std::vector<llama_token> generated_;

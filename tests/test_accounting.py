@@ -24,8 +24,10 @@ def test_self_draft_accepts_every_position(models, target_model, n_max, max_toke
     assert len(result.tokens) == max_tokens
     np.testing.assert_array_equal(stats.positional_acceptance, np.ones(n_max))
     assert stats.acceptance_rate == 1.0
-    # each round yields k accepted + 1 bonus token; the last round drafts only what the budget needs
-    assert stats.rounds == math.ceil(max_tokens / (n_max + 1))
+    # round 0 is the first token, from the prompt's pass; then each round yields k accepted + 1 bonus token, and
+    # the last round drafts only what the budget needs
+    assert stats.rounds == 1 + math.ceil((max_tokens - 1) / (n_max + 1))
+    assert stats.drafted[0] == 0
     assert (stats.accepted == stats.drafted).all()
     assert stats.n_accepted + stats.rounds == stats.n_generated == max_tokens
     assert stats.mean_accepted_length == pytest.approx(max_tokens / stats.rounds)

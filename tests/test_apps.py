@@ -178,22 +178,22 @@ def test_prefix_reuse_equals_cold_start(hybrid_models, arch, spec_type, draft):
                                 reuse_prefix=False) as cold:
         first = warm.generate(first_prompt, 24, ignore_eos=True)
         n_first = len(warm.tokenize(first_prompt))
-        assert first.stats.prefill_tokens == n_first - 1
+        assert first.stats.prefill_tokens == n_first  # the last token's logits give the first token
         # the next turn extends the previous prompt and output: only the new tokens are read
         follow = warm.tokenize(first_prompt) + first.tokens + warm.tokenize(" and then", add_special=False)
         second = warm.generate(follow, 24, ignore_eos=True)
         # the cache held the first prompt and all generated tokens but the last (sampled, never decoded)
-        assert second.stats.prefill_tokens == len(follow) - 1 - (n_first + len(first.tokens) - 1)
+        assert second.stats.prefill_tokens == len(follow) - (n_first + len(first.tokens) - 1)
         assert second.tokens == cold.generate(follow, 24, ignore_eos=True).tokens
-        assert cold.last_stats.prefill_tokens == len(follow) - 1
+        assert cold.last_stats.prefill_tokens == len(follow)
         # a prompt that shares only part of the cache: attention targets trim, hybrids start cold
         other = warm.tokenize(first_prompt) + warm.tokenize(" dragon", add_special=False)
         third = warm.generate(other, 24, ignore_eos=True)
         assert third.tokens == cold.generate(other, 24, ignore_eos=True).tokens
-        cached = follow[:-1] + second.tokens[:-1]  # what the cache held after the second call
+        cached = follow + second.tokens[:-1]  # what the cache held after the second call
         n_common = next(i for i, (a, b) in enumerate(zip(cached + [-1], other[:-1] + [-2])) if a != b)
         assert 0 < n_common < len(cached)
-        expected = len(other) - 1 - (n_common if arch == "qwen3" else 0)
+        expected = len(other) - (n_common if arch == "qwen3" else 0)
         assert third.stats.prefill_tokens == expected
 
 

@@ -129,11 +129,12 @@ def test_greedy_output_equals_plain_decoding(hybrid_models, targets, references,
 @pytest.mark.parametrize("spec_type,role", [("draft-simple", "hybrid_draft"), ("ngram-mod", None),
                                             ("draft-mtp", None)])
 def test_checkpoint_rollback_is_lossless(hybrid_models, targets, references, arch, spec_type, role):
-    """rollback='checkpoint': restore the saved state and decode the accepted tokens again."""
+    """rollback='checkpoint': restore the saved state and decode the accepted tokens again. (LONG_TOKENS: on the
+    tiny hybrids ngram-mod's first rejected draft comes after 48 tokens.)"""
     with llamaspec.Generator(targets[arch], draft_path(hybrid_models, arch, role), spec_type=spec_type, n_max=4,
                              n_ctx=N_CTX, n_threads=1, rollback="checkpoint") as gen:
         for prompt in PROMPTS:
-            assert gen.generate(prompt, MAX_TOKENS, ignore_eos=True).tokens == references[arch][prompt][:MAX_TOKENS]
+            assert gen.generate(prompt, LONG_TOKENS, ignore_eos=True).tokens == references[arch][prompt]
         info = gen.memory_info["target"]
     assert info["rollback"] == "checkpoint"
     assert info["checkpoints_saved"] > 0 and info["replay_tokens"] > 0

@@ -63,12 +63,12 @@ def test_batched_greedy_equals_solo_every_drafter(models, target_model, spec_typ
             assert r.stats.n_generated == len(r.tokens)
             assert int(r.stats.accepted.sum()) + r.stats.rounds == len(r.tokens)
             assert np.all(r.stats.accepted <= r.stats.drafted)
-            # the last prompt token opens round 1; with one sequence per prompt all start cold, else a
+            # the prompt's pass gives the first token; with one sequence per prompt all start cold, else a
             # sequence may hold a prefix of the next prompt (prefix reuse: tests/test_batch_prefix_reuse.py)
             if n_seq == len(prompts):
-                assert r.stats.prefill_tokens == len(gen.tokenize(p)) - 1
+                assert r.stats.prefill_tokens == len(gen.tokenize(p))
             else:
-                assert 0 <= r.stats.prefill_tokens <= len(gen.tokenize(p)) - 1
+                assert 1 <= r.stats.prefill_tokens <= len(gen.tokenize(p))
     if spec_type.startswith("draft"):  # a model drafter drafts for every sequence
         assert all(r.stats.drafted.sum() > 0 for r in results)
     elif spec_type != "none":  # n-gram drafters where the text repeats
@@ -293,3 +293,27 @@ def test_gemma_batch_differs_with_invariance_off():
         llamaspec.set_batch_invariant(True)
         llamaspec.set_multidot(True)
     assert batched != solo
+
+
+def test_a_new_requests_first_token_comes_from_its_prompts_pass(models, target_model):
+    """Time to first token: a step that admits requests decodes their prompts and samples each one's first token
+    from its prompt's last logits, before any draft; the next step runs the round. A Generator's stream does the
+    same. The output is unchanged (the greedy equality tests above)."""
+    batch = llamaspec.Batch(target_model, models["draft_simple"], n_seq=2, n_max=4, n_ctx=256)
+    running = batch.submit(PROMPTS[0], 30)
+    batch.step()
+    assert len(running.tokens) == 1 and running.stats.drafted.tolist() == [0]
+    batch.step()  # a round: drafts
+    n_before = len(running.tokens)
+    assert n_before > 1 and running.stats.drafted[-1] > 0
+    late = batch.submit(PROMPTS[1], 30)
+    batch.step()  # admits `late`: its first token, no round for `running`
+    assert len(late.tokens) == 1 and len(running.tokens) == n_before
+    one = batch.submit(PROMPTS[2], 1)
+    batch.run()
+    assert one.tokens and len(one.tokens) == 1 and one.stop_reason == "max_tokens" and one.stats.rounds == 1
+    batch.close()
+    with llamaspec.Generator(target_model, models["draft_simple"], n_max=4, n_ctx=256) as gen:
+        first = next(iter(gen.stream(PROMPTS[0], 30)))
+        assert len(first.tokens) == 1 and first.drafted == 0
+        assert first.tokens == running.tokens[:1]

@@ -56,9 +56,9 @@ def test_next_turn_decodes_only_the_new_tokens_and_equals_a_cold_start(models, h
         # the cache held the prompt, every generated token but the last, which is decoded now with the new turn
         cached = len(turn1[i]) + len(first[i].tokens) - 1
         if case in FULL_REUSE:
-            assert request.stats.prefill_tokens == len(turn2[i]) - 1 - cached == len(extra[i])
+            assert request.stats.prefill_tokens == len(turn2[i]) - cached == len(extra[i]) + 1
         else:
-            assert len(extra[i]) <= request.stats.prefill_tokens <= len(turn2[i]) - 1
+            assert len(extra[i]) + 1 <= request.stats.prefill_tokens <= len(turn2[i])
     # a prompt that leaves the conversation part-way: what is shared is reused, the rest decoded again
     branch = turn1[0][:-3] + extra[1]
     held = turn2[0] + second[1].tokens[:-1]  # what conversation 0's sequence holds now
@@ -67,7 +67,7 @@ def test_next_turn_decodes_only_the_new_tokens_and_equals_a_cold_start(models, h
     batch.run()
     assert request.tokens == cold.generate(branch, 12, ignore_eos=True).tokens
     if case in ("none", "draft-simple", "ngram-mod"):  # a recurrent target cannot step back without checkpoints
-        assert request.stats.prefill_tokens == len(branch) - 1 - shared
+        assert request.stats.prefill_tokens == len(branch) - shared
     batch.close()
     cold.close()
 
@@ -80,7 +80,7 @@ def test_without_reuse_every_prompt_is_decoded_in_full_and_caches_are_freed(mode
     assert batch._engine.cache_positions() == [0, 0]
     again = batch.submit(tokens + first.tokens, 10)
     batch.run()
-    assert again.stats.prefill_tokens == len(tokens) + len(first.tokens) - 1
+    assert again.stats.prefill_tokens == len(tokens) + len(first.tokens)
     batch.close()
 
 

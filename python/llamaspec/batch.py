@@ -252,7 +252,8 @@ class Batch:
         return request
 
     def step(self) -> bool:
-        """Run one round for every running request (admitting waiting ones first).
+        """Admit waiting requests (their prompts are decoded and their first tokens sampled) if a sequence is
+        free and the engine has any to take, else run one round for every running request.
 
         Returns whether any request is still running or waiting.
         """

@@ -22,9 +22,9 @@ from .metrics import ServerMetrics
 
 
 def cached_prompt_tokens(n_prompt: int, stats) -> int:
-    """Prompt tokens a request's sequence already held in its cache (prefix reuse): the prompt less its last
-    token (decoded with the first draft) less the tokens its prefill decoded."""
-    return max(0, n_prompt - 1 - stats.prefill_tokens)
+    """Prompt tokens a request's sequence already held in its cache (prefix reuse): the prompt less the tokens
+    its prefill decoded."""
+    return max(0, n_prompt - stats.prefill_tokens)
 
 
 @dataclass

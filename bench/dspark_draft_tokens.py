@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -98,7 +97,7 @@ def main(argv=None) -> int:
     parser.add_argument("-t", "--threads", type=int, default=2)
     parser.add_argument("--out", default="dspark_draft_tokens")
     args = parser.parse_args(argv)
-    from kernels import cpu_name  # noqa: E402 (bench/ is the script's folder)
+    from kernels import cpu_name, write_report  # noqa: E402 (bench/ is the script's folder)
     from llamaspec.demo import gemma_models
 
     paths = gemma_models(args.threads)
@@ -166,11 +165,7 @@ def main(argv=None) -> int:
                              "the same drafted/accepted counts on both paths",
               "block_ms": block_ms, "tasks": [p["name"] for p in prompts], "modes": modes_out,
               "seconds": time.time() - t0}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=1))
-    (RESULTS / f"{args.out}.md").write_text(markdown(result))
-    print(markdown(result))
-    print(f"wrote {RESULTS / args.out}.md ({result['seconds']:.0f} s)")
+    write_report(RESULTS, args.out, result, markdown(result))
     return 0
 
 

@@ -181,5 +181,14 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def write_report(folder: Path, stem: str, result: dict, text: str) -> None:
+    """A benchmark's result as <folder>/<stem>.json and its table as .md, printed too."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.json").write_text(json.dumps(result, indent=1))
+    (folder / f"{stem}.md").write_text(text)
+    print(text)
+    print(f"wrote {folder / stem}.md ({result['seconds']:.0f} s)")
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -19,7 +19,6 @@ Writes bench/results/spec_e2e/spec_e2e.json and spec_e2e.md.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -128,7 +127,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     chosen = {name: spec for name, spec in modes().items() if name in args.modes.split(",")}
     settings = (False, True) if args.kernels == "both" else (True,)
-    from kernels import cpu_name  # noqa: E402 (bench/ is the script's folder)
+    from kernels import cpu_name, write_report  # noqa: E402 (bench/ is the script's folder)
     from llamaspec.demo import gemma_models
 
     paths = gemma_models(args.threads)
@@ -163,11 +162,7 @@ def main(argv=None) -> int:
               "on": summarise(reports[True], names), "seconds": time.time() - t0}
     if reports[False]:
         result["off"] = summarise(reports[False], names)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=1))
-    (RESULTS / f"{args.out}.md").write_text(markdown(result))
-    print(markdown(result))
-    print(f"wrote {RESULTS / args.out}.md ({result['seconds']:.0f} s)")
+    write_report(RESULTS, args.out, result, markdown(result))
     return 0
 
 

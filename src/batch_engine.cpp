@@ -197,17 +197,21 @@ std::vector<BatchEvent> BatchEngine::prefill_admitted() {
         slot.stats.prefill_tokens = (int32_t) (slot.history.size() - slot.n_keep);
         slot.stats.prefill_seconds = seconds;  // the requests admitted together share one prefill
     }
-    // a first token may end its request (end of generation, max_tokens 1)
+    // a first token may end its request (end of generation, max_tokens 1); not before: finishing moves the stats
     for (BatchEvent & event : events) {
         Slot & slot = *find(event.request);
-        const bool eog = !slot.params.ignore_eos && target_->is_eog(slot.id_last);
-        if (eog || slot.n_generated >= slot.params.max_tokens) {
-            event.finished = true;
-            event.stop_reason = eog ? StopReason::EndOfGeneration : StopReason::MaxTokens;
-            finish((llama_seq_id) (&slot - slots_.data()), slot, event.stop_reason);
-        }
+        finish_if_done((llama_seq_id) (&slot - slots_.data()), slot,
+                       !slot.params.ignore_eos && target_->is_eog(slot.id_last), event);
     }
     return events;
+}
+
+void BatchEngine::finish_if_done(llama_seq_id seq, Slot & slot, bool hit_eog, BatchEvent & event) {
+    if (hit_eog || slot.n_generated >= slot.params.max_tokens) {
+        event.finished = true;
+        event.stop_reason = hit_eog ? StopReason::EndOfGeneration : StopReason::MaxTokens;
+        finish(seq, slot, event.stop_reason);
+    }
 }
 
 void BatchEngine::finish(llama_seq_id seq, Slot & slot, StopReason reason) {
@@ -289,11 +293,11 @@ std::vector<BatchEvent> BatchEngine::round() {
     std::vector<BatchEvent> events;
     // 1. admit: decode the prompts of new requests. Requests that start on an idle batch get a fresh
     // drafter, as a Generator's generate() does (n-gram pools are shared only by overlapping requests).
-    const bool idle = std::none_of(slots_.begin(), slots_.end(),
-                                   [](const Slot & s) { return s.request >= 0 && !s.needs_prefill; });
     const bool admitting = std::any_of(slots_.begin(), slots_.end(),
                                        [](const Slot & s) { return s.request >= 0 && s.needs_prefill; });
     if (admitting) {
+        const bool idle = std::none_of(slots_.begin(), slots_.end(),
+                                       [](const Slot & s) { return s.request >= 0 && !s.needs_prefill; });
         if (idle) {
             drafter_->reset_state();
         }
@@ -388,11 +392,7 @@ std::vector<BatchEvent> BatchEngine::round() {
         slot.n_generated += (int32_t) event.tokens.size();
         slot.stats.rounds.add(slot.confidence, event.drafted, event.accepted, (int32_t) event.tokens.size(), draft_s,
                               verify_s);
-        if (hit_eog || slot.n_generated >= slot.params.max_tokens) {
-            event.finished = true;
-            event.stop_reason = hit_eog ? StopReason::EndOfGeneration : StopReason::MaxTokens;
-            finish(seq, slot, event.stop_reason);
-        }
+        finish_if_done(seq, slot, hit_eog, event);
         events.push_back(std::move(event));
     }
     return events;

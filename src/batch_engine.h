@@ -124,6 +124,8 @@ private:
     // verification of one slot's draft at its rows of the batch; fills `out` with accepted + one token
     int32_t verify(Slot & slot, std::vector<llama_token> & out);
     void finish(llama_seq_id seq, Slot & slot, StopReason reason);
+    // finish the request (the event says so) at an end-of-generation token or its max_tokens
+    void finish_if_done(llama_seq_id seq, Slot & slot, bool hit_eog, BatchEvent & event);
     // a round threw: what the caches hold is unknown, so no cached prefix is reused from now on
     void forget_cached_prefixes();
 

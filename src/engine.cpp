@@ -296,19 +296,18 @@ float * Engine::logits_at(int32_t batch_index) {
     return logits;
 }
 
-int32_t Engine::verify(std::vector<llama_token> & out) {
-    return verify_draft([this](int32_t i) { return logits_at(i); }, target_->n_vocab(), draft_tokens_, sampler_.get(),
-                        rng_, dist_, debug_accept_all_, out);
+int32_t Engine::verify(int32_t first_row, std::vector<llama_token> & out) {
+    return verify_draft([this, first_row](int32_t i) { return logits_at(first_row + i); }, target_->n_vocab(),
+                        draft_tokens_, sampler_.get(), rng_, dist_, debug_accept_all_, out);
 }
 
 bool Engine::first_token(bool ignore_eos) {
     // the prompt's pass left the logits of its last token: the first token is sampled from them as a round
     // without a draft would (same sampler and RNG), and streams before any drafting
     const int64_t t0 = ggml_time_us();
-    const llama_tokens no_draft;
     std::vector<llama_token> out;
-    verify_draft([this](int32_t i) { return logits_at(first_index_ + i); }, target_->n_vocab(), no_draft,
-                 sampler_.get(), rng_, dist_, false, out);
+    draft_tokens_.clear();
+    verify(first_index_, out);
     first_pending_ = false;
     id_last_ = out[0];
     generated_.push_back(id_last_);
@@ -363,7 +362,7 @@ bool Engine::round(int32_t budget, bool ignore_eos) {
     drafter_->process(batch_);
 
     std::vector<llama_token> accepted;
-    const int32_t n_accepted = verify(accepted);
+    const int32_t n_accepted = verify(0, accepted);
 
     // keep id_last and the accepted draft tokens in the KV cache, drop the rejected tail
     history_.push_back(id_last_);

@@ -105,8 +105,9 @@ private:
     // the target's logits at a batch index; with ignore_eos, end-of-generation tokens masked to -inf
     // (llama.cpp's --ignore-eos semantics)
     float * logits_at(int32_t batch_index);
-    // greedy or sampled verification of draft_tokens_; fills `out` with accepted drafts + one more token
-    int32_t verify(std::vector<llama_token> & out);
+    // greedy or sampled verification of draft_tokens_ at the batch rows from first_row; fills `out` with accepted
+    // drafts + one more token
+    int32_t verify(int32_t first_row, std::vector<llama_token> & out);
     // start-up measurement for the scheduler: target passes over 1..n_max+1 tokens, draft steps
     CostModel measure_costs();
     // each timing of measure_costs: the first run is a warm-up; the fastest of the rest counts (noise only adds)

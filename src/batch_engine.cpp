@@ -16,11 +16,18 @@ BatchEngine::BatchEngine(ModelPtr target, ModelPtr draft, const EngineConfig & c
     if (n_seq < 1 || n_seq > 256) {
         throw std::invalid_argument("the number of sequences must be in 1..256, got " + std::to_string(n_seq));
     }
-    if (config.schedule != "fixed") {
+    if (config.schedule != "fixed" && config.schedule != "confidence") {
+        throw std::invalid_argument("schedule must be 'fixed' or 'confidence', got '" + config.schedule + "'");
+    }
+    if (config.schedule == "confidence" && n_seq != 1) {
         throw std::invalid_argument("batched generation supports schedule 'fixed' only (the confidence schedule "
                                     "chooses one depth per round for one sequence), got '" + config.schedule + "'");
     }
     const std::vector<common_speculative_type> types = resolve_spec_types(config.spec_type, *target_, draft_.get());
+    const bool speculative = types.size() > 1 || types[0] != COMMON_SPECULATIVE_TYPE_NONE;
+    if (config.schedule == "confidence" && !speculative) {
+        throw std::invalid_argument("schedule 'confidence' needs a drafter (spec_type is 'none')");
+    }
     base_ = target_params(*target_, draft_.get(), config, types, n_seq);
     n_max_ = config.n_max;
     reuse_prefix_ = config.reuse_prefix;
@@ -33,6 +40,100 @@ BatchEngine::BatchEngine(ModelPtr target, ModelPtr draft, const EngineConfig & c
     batch_ = common_batch(ctx_tgt_->get());
     slots_.resize(n_seq);
     eog_tokens_ = end_of_generation_tokens(*target_);
+    if (config.schedule == "confidence") {
+        drafter_->set_deferred_process(true);
+        scheduler_ = std::make_unique<Scheduler>(measure_costs(), drafter_->sequential());
+    }
+}
+
+namespace {
+
+double seconds_since(int64_t t0_us) { return (ggml_time_us() - t0_us) * 1e-6; }
+
+}  // namespace
+
+double BatchEngine::best_draft_seconds(int32_t n, bool per_token, llama_pos n_past, llama_token id_last,
+                                       const llama_tokens & history, CostModel & costs) {
+    double best = INFINITY;
+    llama_tokens draft;
+    std::vector<float> confidence;
+    for (int rep = 0; rep < kCostRepeats; ++rep) {
+        const int64_t t0 = ggml_time_us();
+        drafter_->draft(n_past, id_last, history, n, draft, confidence);
+        const double seconds = seconds_since(t0) - drafter_->last_catch_up_seconds();
+        // nothing is verified: take the drafted steps back, or the next repeat's draft model would decode at
+        // positions its cache already holds (llama.cpp: "inconsistent sequence positions")
+        drafter_->accept(0, 0, 0, n_past);
+        if (rep == 0) {  // the drafter first read the prompt (deferred input): catching up, timed apart
+            costs.observe_catch_up(drafter_->last_catch_up_tokens(), drafter_->last_catch_up_seconds());
+        } else if (!per_token) {
+            best = std::min(best, seconds);
+        } else if (!draft.empty()) {
+            best = std::min(best, seconds / (double) draft.size());
+        }
+    }
+    return best;
+}
+
+CostModel BatchEngine::measure_costs() {
+    CostModel costs(n_max_);
+    // a synthetic context: the cost of a pass depends on its length and the context size, not the text
+    const int32_t n_prompt = std::min(32, n_ctx_ - n_max_ - 2);
+    llama_tokens prompt(n_prompt);
+    for (int32_t i = 0; i < n_prompt; ++i) {
+        prompt[i] = (llama_token) ((1 + 31 * (int64_t) i) % target_->n_vocab());
+    }
+    ctx_tgt_->clear();
+    drafter_->reset_state();
+    drafter_->begin_sequence(0, prompt);
+    batch_.clear();
+    for (int32_t i = 0; i < n_prompt; ++i) {
+        batch_.add(prompt[i], i, 0, i + 1 == n_prompt);
+    }
+    ctx_tgt_->decode(batch_, "the prompt");
+    drafter_->process(batch_);
+    const llama_pos n_past = n_prompt;
+    for (int32_t n_tokens = 1; n_tokens <= n_max_ + 1; ++n_tokens) {
+        double best = INFINITY;
+        for (int rep = 0; rep < kCostRepeats; ++rep) {
+            batch_.clear();
+            for (int32_t k = 0; k < n_tokens; ++k) {
+                batch_.add(prompt[k % n_prompt], n_past + k, 0, true);
+            }
+            ctx_tgt_->prepare_rollback(0, n_tokens, true);
+            const int64_t t0 = ggml_time_us();
+            ctx_tgt_->decode(batch_, "a cost-measurement batch");
+            const double seconds = seconds_since(t0);
+            ctx_tgt_->trim(0, n_past);
+            if (rep > 0) {
+                best = std::min(best, seconds);
+            }
+        }
+        costs.set_verify(n_tokens, best);
+    }
+    // the passes above went where the first token would: draft after the prompt's first token
+    if (drafter_->sequential()) {
+        const double best = best_draft_seconds(n_max_, true, n_past, prompt[0], prompt, costs);
+        costs.set_draft_step(std::isfinite(best) ? best : 0.0);
+    } else if (drafter_->block_head()) {
+        // a DFlash/DSpark head: one block of each length (the first of each pays its graph's build, which the
+        // schedule would otherwise take for what drafting costs and stop drafting on)
+        for (int32_t n = 1; n <= n_max_; ++n) {
+            costs.observe_block_draft(n, best_draft_seconds(n, false, n_past, prompt[0], prompt, costs));
+        }
+    }
+    // nothing of it is kept
+    ctx_tgt_->clear();
+    drafter_->end_sequence(0);
+    drafter_->reset_state();
+    return costs;
+}
+
+void BatchEngine::set_debug_schedule(bool always_draft, const std::vector<double> & verify_seconds) {
+    if (!scheduler_) {
+        throw std::logic_error("this Generator has no confidence scheduler");
+    }
+    scheduler_->set_debug_schedule(always_draft, verify_seconds);
 }
 
 int64_t BatchEngine::submit(const BatchRequest & request) {
@@ -67,6 +168,19 @@ int64_t BatchEngine::submit(const BatchRequest & request) {
     slot.sampler = request.sampling.greedy() ? nullptr : std::make_unique<FusedSampler>(request.sampling);
     slot.rng.seed(request.sampling.seed);
     return slot.request;
+}
+
+void BatchEngine::abandon(int64_t request) {
+    if (Slot * slot = find(request)) {
+        finish((llama_seq_id) (slot - slots_.data()), *slot, StopReason::None);
+    }
+}
+
+void BatchEngine::set_limits(int64_t request, int32_t max_tokens, bool ignore_eos) {
+    if (Slot * slot = find(request)) {
+        slot->params.max_tokens = max_tokens;
+        slot->params.ignore_eos = ignore_eos;
+    }
 }
 
 int32_t BatchEngine::n_active() const {
@@ -142,6 +256,10 @@ std::vector<BatchEvent> BatchEngine::prefill_admitted() {
         slot.cached = llama_tokens();
         slot.n_keep = keep;
         drafter_->begin_sequence((llama_seq_id) seq, slot.history, keep);
+        if (scheduler_) {
+            const int32_t planned = slot.params.planned_tokens;
+            scheduler_->begin_generation(planned < 0 ? slot.params.max_tokens : planned);
+        }
         admitted.push_back((llama_seq_id) seq);
     }
     // every admitted prompt, packed into as few target decodes as the batch size allows (one decode
@@ -150,8 +268,13 @@ std::vector<BatchEvent> BatchEngine::prefill_admitted() {
     const size_t n_batch = llama_n_batch(ctx_tgt_->get());
     std::vector<std::pair<llama_seq_id, int32_t>> last_rows;  // (sequence, batch index) in the batch being filled
     std::vector<BatchEvent> events;
+    bool cancelled = false;  // the interrupt check said so: the admitted requests end unstarted
     auto flush = [&] {
-        if (batch_.size() == 0) {
+        if (batch_.size() == 0 || cancelled) {
+            return;
+        }
+        if (interrupted_ && interrupted_()) {
+            cancelled = true;
             return;
         }
         ctx_tgt_->decode(batch_, "the prompts");
@@ -166,7 +289,7 @@ std::vector<BatchEvent> BatchEngine::prefill_admitted() {
             slot.id_last = out[0];
             slot.n_generated = 1;
             // its pass is the prompt's (prefill_seconds): the round logs only the sampling
-            slot.stats.rounds.add({}, 0, 0, 1, 0.0, (ggml_time_us() - t_sample) * 1e-6);
+            slot.stats.rounds.add({}, 0, 0, 1, 0.0, seconds_since(t_sample));
             BatchEvent event;
             event.request = slot.request;
             event.tokens.push_back(slot.id_last);
@@ -190,7 +313,20 @@ std::vector<BatchEvent> BatchEngine::prefill_admitted() {
         }
     }
     flush();
-    const double seconds = (ggml_time_us() - t0) * 1e-6;
+    if (cancelled) {
+        events.clear();
+        for (llama_seq_id seq : admitted) {
+            Slot & slot = slots_[seq];
+            BatchEvent event;
+            event.request = slot.request;
+            event.finished = true;
+            event.stop_reason = StopReason::Cancelled;
+            finish(seq, slot, StopReason::Cancelled);
+            events.push_back(std::move(event));
+        }
+        return events;
+    }
+    const double seconds = seconds_since(t0);
     for (llama_seq_id seq : admitted) {
         Slot & slot = slots_[seq];
         slot.needs_prefill = false;
@@ -309,6 +445,7 @@ std::vector<BatchEvent> BatchEngine::round() {
     // 2. draft for every sequence with room left, all at once
     const int64_t t_draft = ggml_time_us();
     std::vector<llama_seq_id> running;
+    std::vector<int32_t> n_draft_max(slots_.size(), 0);
     for (size_t seq = 0; seq < slots_.size(); ++seq) {
         Slot & slot = slots_[seq];
         if (slot.request < 0) {
@@ -326,16 +463,36 @@ std::vector<BatchEvent> BatchEngine::round() {
         }
         const int32_t budget = slot.params.max_tokens - slot.n_generated;
         // never draft past the token budget: a round yields at most n_draft + 1 tokens
-        const int32_t n_draft_max = std::max(0, std::min({n_max_, room - 1, budget - 1}));
-        drafter_->request_draft((llama_seq_id) seq, slot.n_past, slot.id_last, slot.history, n_draft_max, slot.draft,
-                                slot.confidence);
+        n_draft_max[seq] = std::max(0, std::min({n_max_, room - 1, budget - 1}));
+        if (scheduler_) {
+            n_draft_max[seq] = scheduler_->plan(n_draft_max[seq], drafter_->n_pending());
+        }
         running.push_back((llama_seq_id) seq);
     }
     if (running.empty()) {
         return events;
     }
+    drafter_->begin_round(std::any_of(running.begin(), running.end(),
+                                      [&](llama_seq_id seq) { return n_draft_max[seq] > 0; }));
+    for (llama_seq_id seq : running) {
+        Slot & slot = slots_[seq];
+        std::function<bool(int32_t, float)> keep_drafting;
+        if (scheduler_ && drafter_->sequential()) {
+            keep_drafting = [this](int32_t index, float confidence) {
+                return scheduler_->keep_drafting(index, confidence);
+            };
+        }
+        drafter_->request_draft(seq, slot.n_past, slot.id_last, slot.history, n_draft_max[seq], slot.draft,
+                                slot.confidence, std::move(keep_drafting));
+    }
     drafter_->draft_requested();
-    const double draft_s = (ggml_time_us() - t_draft) * 1e-6;
+    if (scheduler_) {
+        scheduler_->observe_catch_up(drafter_->last_catch_up_tokens(), drafter_->last_catch_up_seconds());
+        for (llama_seq_id seq : running) {  // the schedule may verify fewer than were drafted
+            slots_[seq].draft.resize(scheduler_->verify_depth(slots_[seq].confidence));
+        }
+    }
+    const double draft_s = seconds_since(t_draft);
 
     // 3. verify: every sequence's last token and draft in one target decode
     const int64_t t_verify = ggml_time_us();
@@ -371,7 +528,7 @@ std::vector<BatchEvent> BatchEngine::round() {
         drafter_->accept(seq, (int32_t) slot.draft.size(), n_accepted[r], slot.n_past);
         slot.id_last = accepted[r].back();
     }
-    const double verify_s = (ggml_time_us() - t_verify) * 1e-6;
+    const double verify_s = seconds_since(t_verify);
 
     // 6. emit, and stop the sequences that are done
     for (size_t r = 0; r < running.size(); ++r) {
@@ -390,6 +547,10 @@ std::vector<BatchEvent> BatchEngine::round() {
             }
         }
         slot.n_generated += (int32_t) event.tokens.size();
+        if (scheduler_) {
+            scheduler_->observe(slot.confidence, event.drafted, event.accepted, (int32_t) event.tokens.size(), draft_s,
+                                verify_s);
+        }
         slot.stats.rounds.add(slot.confidence, event.drafted, event.accepted, (int32_t) event.tokens.size(), draft_s,
                               verify_s);
         finish_if_done(seq, slot, hit_eog, event);

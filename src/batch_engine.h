@@ -1,16 +1,18 @@
-// Batched speculative decoding: several sequences share one target context, and every round
-// verifies all of their drafts in ONE target decode.
+// The round loop: one target context serves n_seq sequences (a Generator is the one-sequence case, engine.h),
+// and every round verifies all of their drafts in ONE target decode.
 //
 // A step admits newly submitted requests, or else runs one round. Admitting decodes their prompts into their own
 // sequences and samples each one's first token from its prompt's last logits (it streams at once).
 // One round (step()), top to bottom:
 //   1. (nothing to admit)
-//   2. draft: ask the drafter for every active sequence's draft, drafted together;
-//   3. verify: one batch = for each sequence, its last token and its draft; one target decode;
+//   2. draft: how many tokens each sequence may draft (its budget, its room, the confidence schedule), then
+//      every active sequence's draft, drafted together;
+//   3. verify: one batch = for each sequence, its last token and its draft (the schedule may verify fewer);
+//      one target decode;
 //   4. accept: per sequence, the longest prefix the target agrees with (greedy) or min(1, p/q)
 //      acceptance (sampled, with the request's own seed), plus one token from the target;
 //   5. roll back each sequence's rejected tail (Context::trim), tell the drafter;
-//   6. emit tokens, stop sequences that hit EOS / max_tokens / their context.
+//   6. emit tokens, stop sequences that hit EOS / max_tokens / their context; the schedule learns.
 // Requests come and go between rounds (continuous batching); each keeps its own statistics.
 // Prefix reuse (config.reuse_prefix): a finished sequence keeps its cache, and a new request goes to the
 // free sequence whose cache shares the longest prefix with its prompt, so a chat's next turn decodes only
@@ -20,11 +22,13 @@
 
 #include "context.h"
 #include "drafter.h"
-#include "engine.h"
+#include "engine_common.h"
 #include "model.h"
 #include "sampling.h"
+#include "scheduler.h"
 #include "stats.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -37,6 +41,9 @@ struct BatchRequest {
     SamplingParams sampling;
     int32_t max_tokens = 128;
     bool ignore_eos = false;
+    // what the confidence schedule weighs the first probe by: the generation's expected length (-1: max_tokens;
+    // 0: unknown)
+    int32_t planned_tokens = -1;
 };
 
 // What one step() did for one request.
@@ -53,7 +60,7 @@ class BatchEngine {
 public:
     // n_seq sequences of up to config.n_ctx tokens each (the cache holds n_seq * n_ctx cells, split
     // per sequence); raises before allocating when that does not fit in memory. The confidence
-    // schedule is single-sequence only (config.schedule must be "fixed").
+    // schedule (config.schedule "confidence") measures its costs here, for one sequence (n_seq must be 1).
     BatchEngine(ModelPtr target, ModelPtr draft, const EngineConfig & config, int32_t n_seq);
 
     const Model & target() const { return *target_; }
@@ -63,6 +70,8 @@ public:
     int32_t n_ctx() const { return n_ctx_; }  // per sequence
     const Context & target_context() const { return *ctx_tgt_; }
     const Drafter & drafter() const { return *drafter_; }
+    // null for the fixed schedule
+    const Scheduler * scheduler() const { return scheduler_.get(); }
 
     // Queue a request (checked now; its prompt is decoded at the next step(), less the prefix its
     // sequence already holds). Returns its id.
@@ -77,6 +86,15 @@ public:
 
     // Stop a request now and free its cache; no-op for an unknown or finished one. Returns whether it ran.
     bool cancel(int64_t request);
+    // Stop a running request now but keep its cache for a later prompt that starts the same way (as a finished
+    // request's); stop reason None. No-op for an unknown or finished one.
+    void abandon(int64_t request);
+    // Change a running request's max_tokens and ignore_eos (they apply from its next round).
+    void set_limits(int64_t request, int32_t max_tokens, bool ignore_eos);
+
+    // Asked before each decode of the prompts being admitted: true cancels those requests (their events say
+    // so), e.g. Ctrl-C while a long prompt is read.
+    void set_interrupt_check(std::function<bool()> check) { interrupted_ = std::move(check); }
 
     // Statistics of a request, running or finished (kept until release()). The draft and verify
     // seconds of a round are the whole batch's: what each of its sequences waited for.
@@ -90,8 +108,11 @@ public:
     // Forget a finished request's statistics.
     void release(int64_t request);
 
-    // Test-only: see Engine::set_debug_accept_all.
+    // Test-only: accept every drafted token unverified (breaks losslessness on purpose, to show
+    // that the distribution tests can detect a broken acceptance step).
     void set_debug_accept_all(bool on) { debug_accept_all_ = on; }
+    // Test-only: see Scheduler::set_debug_schedule.
+    void set_debug_schedule(bool always_draft, const std::vector<double> & verify_seconds);
 
 private:
     struct Slot {
@@ -128,12 +149,23 @@ private:
     void finish_if_done(llama_seq_id seq, Slot & slot, bool hit_eog, BatchEvent & event);
     // a round threw: what the caches hold is unknown, so no cached prefix is reused from now on
     void forget_cached_prefixes();
+    // start-up measurement for the scheduler (sequence 0, before any request): target passes over
+    // 1..n_max+1 tokens, draft steps or blocks
+    CostModel measure_costs();
+    // each timing of measure_costs: the first run is a warm-up; the fastest of the rest counts (noise only adds)
+    static constexpr int kCostRepeats = 4;
+    // seconds of a draft of up to n tokens of sequence 0 from (n_past, id_last, history) (per drafted token if
+    // per_token; infinite if nothing was drafted), the fastest of kCostRepeats - 1 after a warm-up whose
+    // catching up on the prompt goes to costs
+    double best_draft_seconds(int32_t n, bool per_token, llama_pos n_past, llama_token id_last,
+                              const llama_tokens & history, CostModel & costs);
 
     ModelPtr target_;
     ModelPtr draft_;
     common_params base_;
     std::unique_ptr<Context> ctx_tgt_;
     std::unique_ptr<Drafter> drafter_;
+    std::unique_ptr<Scheduler> scheduler_;
     common_batch batch_;
     std::vector<Slot> slots_;  // slot i decodes into sequence i
     std::map<int64_t, RequestStats> finished_;
@@ -144,6 +176,7 @@ private:
     std::vector<llama_token> eog_tokens_;
     TruncatedDist dist_;
     bool debug_accept_all_ = false;
+    std::function<bool()> interrupted_;
 };
 
 }  // namespace llamaspec

@@ -551,19 +551,21 @@ NB_MODULE(_core, m) {
             });
         }, "The confidence scheduler's cost model and acceptance calibration (empty for the fixed schedule).")
         .def("start", [](EngineHandle & h, const std::vector<llama_token> & prompt, float temperature, int top_k,
-                         float top_p, float min_p, uint64_t seed, int32_t max_tokens) {
+                         float top_p, float min_p, uint64_t seed, int32_t max_tokens, bool ignore_eos) {
             const SamplingParams sampling = make_sampling_params(temperature, top_k, top_p, min_p, seed);
             h.clear_cancel();
             h.with_engine([&](Engine & e) {
                 nb::gil_scoped_release release;
-                e.start(prompt, sampling, max_tokens);
+                e.start(prompt, sampling, max_tokens, ignore_eos);
                 return 0;
             });
             h.raise_if_signalled();
         }, "prompt"_a, "temperature"_a = 0.0f, "top_k"_a = 0, "top_p"_a = 1.0f, "min_p"_a = 0.0f, "seed"_a = 0,
-           "max_tokens"_a = 0,
-           "Reset the contexts and decode the prompt tokens; greedy unless temperature > 0. max_tokens: the most "
-           "tokens this generation will make (0: unknown), which the confidence schedule weighs its first probe by.")
+           "max_tokens"_a = 0, "ignore_eos"_a = false,
+           "End the previous generation and decode the prompt tokens (less the prefix the cache keeps); the first "
+           "token is sampled from its last logits (run() returns it). Greedy unless temperature > 0. max_tokens: the "
+           "most tokens this generation will make (0: unknown), which the confidence schedule weighs its first "
+           "probe by; ignore_eos: end-of-generation tokens are never sampled.")
         .def("_set_debug_accept_all", [](EngineHandle & h, bool on) {
             h.with_engine([&](Engine & e) {
                 e.set_debug_accept_all(on);

@@ -306,36 +306,6 @@ size_t Drafter::reusable_prefix(size_t n_keep, llama_seq_id seq) const {
     return 0;  // EAGLE3 and MTP carry one feature row across batches inside llama.cpp's drafter: start cold
 }
 
-void Drafter::begin(const llama_tokens & prompt_history, size_t n_keep) {
-    if (!active()) {
-        return;
-    }
-    pending_.clear();
-    drafted_last_round_ = false;
-    size_t catch_up_from = n_keep;  // the draft model decodes prompt_history[catch_up_from, n_keep) below
-    if (ctx_dft_) {
-        catch_up_from = keep_draft_cache(0, n_keep);
-        if (catch_up_from == 0) {
-            ctx_dft_->clear();
-        }
-    }
-    std::fill(dft_cache_has_tail_.begin(), dft_cache_has_tail_.end(), 0);
-    for (auto & kept : drafted_kept_) {
-        kept.tokens.clear();
-    }
-    // a fresh state per generation, so one generation never depends on the previous one
-    spec_.reset();
-    spec_.reset(common_speculative_init(params_, n_seq_));
-    if (!spec_) {
-        throw std::runtime_error("llama.cpp could not initialise the '" + name() + "' drafter");
-    }
-    common_speculative_set_deferred_process(spec_.get(), defer_process_ && is_block_head(model_type_));
-    common_speculative_begin(spec_.get(), 0, prompt_history);
-    if (ctx_dft_ && catch_up_from < n_keep) {
-        catch_up(0, prompt_history, catch_up_from, n_keep);
-    }
-}
-
 size_t Drafter::keep_draft_cache(llama_seq_id seq, size_t n_keep) {
     const size_t keep = std::min<size_t>(reusable_prefix(n_keep, seq), (size_t) ctx_dft_->n_pos(seq));
     return keep > 0 && ctx_dft_->try_trim(seq, (llama_pos) keep) ? keep : 0;
@@ -435,12 +405,10 @@ int32_t Drafter::n_pending() const {
     return (int32_t) pending_.size() + deferred_rows;
 }
 
-void Drafter::draft(llama_pos pos0, llama_token id_last, const llama_tokens & history, int32_t n_max,
-                    llama_tokens & out, std::vector<float> & confidence,
-                    std::function<bool(int32_t, float)> keep_drafting) {
+void Drafter::begin_round(bool drafting) {
     last_catch_up_tokens_ = 0;
     last_catch_up_seconds_ = 0.0;
-    if (spec_ && n_max > 0) {
+    if (spec_ && drafting) {
         flush_pending();
         if (!drafted_last_round_ && is_block_head(model_type_)) {
             // a DFlash/DSpark head first reads the features of the rounds it skipped (or of the prompt):
@@ -454,7 +422,13 @@ void Drafter::draft(llama_pos pos0, llama_token id_last, const llama_tokens & hi
             last_catch_up_seconds_ += (ggml_time_us() - t0) * 1e-6;
         }
     }
-    drafted_last_round_ = spec_ && n_max > 0;
+    drafted_last_round_ = spec_ && drafting;
+}
+
+void Drafter::draft(llama_pos pos0, llama_token id_last, const llama_tokens & history, int32_t n_max,
+                    llama_tokens & out, std::vector<float> & confidence,
+                    std::function<bool(int32_t, float)> keep_drafting) {
+    begin_round(n_max > 0);
     request_draft(0, pos0, id_last, history, n_max, out, confidence, std::move(keep_drafting));
     draft_requested();
 }
@@ -467,18 +441,19 @@ void Drafter::begin_sequence(llama_seq_id seq, const llama_tokens & prompt_histo
     if (!active()) {
         return;
     }
-    if (!spec_) {
-        spec_.reset(common_speculative_init(params_, n_seq_));
-        if (!spec_) {
-            throw std::runtime_error("llama.cpp could not initialise the '" + name() + "' drafter");
-        }
-    }
-    size_t catch_up_from = n_keep;
+    size_t catch_up_from = n_keep;  // the draft model decodes prompt_history[catch_up_from, n_keep) below
     if (ctx_dft_) {
         catch_up_from = keep_draft_cache(seq, n_keep);
         if (catch_up_from == 0) {
             ctx_dft_->trim(seq, 0);
         }
+    }
+    if (!spec_) {
+        spec_.reset(common_speculative_init(params_, n_seq_));
+        if (!spec_) {
+            throw std::runtime_error("llama.cpp could not initialise the '" + name() + "' drafter");
+        }
+        common_speculative_set_deferred_process(spec_.get(), defer_process_ && is_block_head(model_type_));
     }
     dft_cache_has_tail_.at(seq) = 0;
     drafted_kept_.at(seq).tokens.clear();
@@ -582,6 +557,8 @@ void Drafter::accept(llama_seq_id seq, int32_t n_verified, int32_t n_accepted, l
 
 void Drafter::reset_state() {
     spec_.reset();
+    pending_.clear();
+    drafted_last_round_ = false;
     std::fill(dft_cache_has_tail_.begin(), dft_cache_has_tail_.end(), 0);
     for (auto & kept : drafted_kept_) {
         kept.tokens.clear();

@@ -55,16 +55,11 @@ public:
     // themselves), what a DFlash/DSpark head has read of it, none for EAGLE3 and MTP heads.
     size_t reusable_prefix(size_t n_keep, llama_seq_id seq = 0) const;
 
-    // Start a new generation: fresh drafter state. The first n_keep tokens of prompt_history are
-    // still in the target's cache from the previous generation (prefix reuse, 0 = cold start): a
-    // draft model keeps what it has of them and decodes the rest; the caller feeds the remaining
-    // target batches through process().
-    void begin(const llama_tokens & prompt_history, size_t n_keep = 0);
-
     // Feed a batch that the target just decoded (the drafter may read the target's hidden states).
     void process(const common_batch & batch);
 
-    // Hold the drafter's input back until the next draft and feed the accepted part in one batch,
+    // Hold the drafter's input back until the next draft and feed the accepted part in one batch
+    // (one sequence only; set before the first begin_sequence()),
     // so that rounds without drafting cost the drafter (almost) nothing: a draft model's tokens here,
     // a DFlash/DSpark head's target features inside llama.cpp (patches/0001).
     void set_deferred_process(bool on) { defer_process_ = on; }
@@ -78,7 +73,12 @@ public:
     // A DFlash/DSpark head: drafts a block in one decode of its own graph.
     bool block_head() const;
 
-    // Propose at most n_max tokens to follow id_last, which sits at position pos0. `confidence`
+    // Before a round's drafts are asked for (drafting: some sequence drafts this round): with deferred input,
+    // the drafter reads what it held back (timed as catching up: last_catch_up_*).
+    void begin_round(bool drafting);
+
+    // One sequence's draft (sequence 0; begin_round, request_draft and draft_requested in one):
+    // propose at most n_max tokens to follow id_last, which sits at position pos0. `confidence`
     // receives one value per token (NaN where the drafter has none); `keep_drafting`, if set,
     // is asked after each token whether to draft another.
     void draft(llama_pos pos0, llama_token id_last, const llama_tokens & history, int32_t n_max,
@@ -91,11 +91,13 @@ public:
 
     // --- several sequences (BatchEngine): one llama.cpp drafter state serves them all ---------
     uint32_t n_seq() const { return n_seq_; }
-    // Start sequence `seq` while the others keep their state; no deferred input. As begin(): the first
-    // n_keep tokens of prompt_history are still in the target's cache for `seq` (at most
-    // reusable_prefix(n_keep, seq)); a draft model keeps what its cache has of them and decodes the rest.
+    // Start sequence `seq` while the others keep their state (after reset_state(): a fresh drafter state, so
+    // one generation never depends on the previous one). The first n_keep tokens of prompt_history are still
+    // in the target's cache for `seq` (prefix reuse, 0 = cold start; at most reusable_prefix(n_keep, seq)): a
+    // draft model keeps what its cache has of them and decodes the rest; the caller feeds the remaining target
+    // batches through process().
     void begin_sequence(llama_seq_id seq, const llama_tokens & prompt_history, size_t n_keep = 0);
-    // Ask for a draft of `seq` (arguments as draft()); draft_requested() drafts every request at once
+    // Ask for a draft of `seq` (arguments as draft(); after begin_round()); draft_requested() drafts every request at once
     // (a draft model decodes all sequences' steps in one batch each).
     void request_draft(llama_seq_id seq, llama_pos pos0, llama_token id_last, const llama_tokens & history,
                        int32_t n_max, llama_tokens & out, std::vector<float> & confidence,

@@ -158,12 +158,13 @@ class Generator:
 
     # --- generation ----------------------------------------------------------------------------
     def _start(self, prompt: Union[str, bytes, Sequence[int]], max_tokens: int, add_special: bool,
-               sampling: dict) -> None:
+               sampling: dict, ignore_eos: bool) -> None:
         check_max_tokens(max_tokens)
         args = sampling_args(**sampling)
         self._generation += 1
         self._stop_reason_override = None
-        self._engine.start(prompt_tokens(self.target, prompt, add_special), *args, min(max_tokens, 2**31 - 1))
+        self._engine.start(prompt_tokens(self.target, prompt, add_special), *args, min(max_tokens, 2**31 - 1),
+                           ignore_eos)
 
     def generate(self, prompt: Union[str, bytes, Sequence[int]], max_tokens: int = 128, *,
                  temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
@@ -185,7 +186,7 @@ class Generator:
         """
         matcher = StopMatcher(stop, stop_tokens, self._piece)
         self._start(prompt, max_tokens, add_special, dict(temperature=temperature, top_k=top_k, top_p=top_p,
-                                                          min_p=min_p, seed=seed))
+                                                          min_p=min_p, seed=seed), ignore_eos)
         if matcher.active:
             for _ in self._rounds(max_tokens, ignore_eos, self._generation, matcher):
                 pass
@@ -209,7 +210,7 @@ class Generator:
         """
         matcher = StopMatcher(stop, stop_tokens, self._piece)
         self._start(prompt, max_tokens, add_special, dict(temperature=temperature, top_k=top_k, top_p=top_p,
-                                                          min_p=min_p, seed=seed))
+                                                          min_p=min_p, seed=seed), ignore_eos)
         return self._rounds(max_tokens, ignore_eos, self._generation, matcher)
 
     def _piece(self, token: int) -> str:

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 namespace llamaspec {
 
@@ -18,10 +20,6 @@ BatchEngine::BatchEngine(ModelPtr target, ModelPtr draft, const EngineConfig & c
     }
     if (config.schedule != "fixed" && config.schedule != "confidence") {
         throw std::invalid_argument("schedule must be 'fixed' or 'confidence', got '" + config.schedule + "'");
-    }
-    if (config.schedule == "confidence" && n_seq != 1) {
-        throw std::invalid_argument("batched generation supports schedule 'fixed' only (the confidence schedule "
-                                    "chooses one depth per round for one sequence), got '" + config.schedule + "'");
     }
     const std::vector<common_speculative_type> types = resolve_spec_types(config.spec_type, *target_, draft_.get());
     const bool speculative = types.size() > 1 || types[0] != COMMON_SPECULATIVE_TYPE_NONE;
@@ -41,8 +39,16 @@ BatchEngine::BatchEngine(ModelPtr target, ModelPtr draft, const EngineConfig & c
     slots_.resize(n_seq);
     eog_tokens_ = end_of_generation_tokens(*target_);
     if (config.schedule == "confidence") {
-        drafter_->set_deferred_process(true);
-        scheduler_ = std::make_unique<Scheduler>(measure_costs(), drafter_->sequential());
+        // rounds that skip drafting cost the drafter nothing until it drafts again (one sequence only: the
+        // deferred input is one sequence's)
+        drafter_->set_deferred_process(n_seq == 1);
+        const char * per = getenv("LLAMASPEC_BATCH_SCHEDULE");
+        schedule_per_batch_ = per != nullptr && std::string(per) == "batch";
+        const CostModel costs = measure_costs();
+        const int32_t n_schedulers = schedule_per_batch_ ? 1 : n_seq;
+        for (int32_t i = 0; i < n_schedulers; ++i) {
+            schedulers_.push_back(std::make_unique<Scheduler>(costs, drafter_->sequential()));
+        }
     }
 }
 
@@ -111,6 +117,27 @@ CostModel BatchEngine::measure_costs() {
         }
         costs.set_verify(n_tokens, best);
     }
+    // batched rounds: passes over up to every sequence's n_max + 1 tokens, at lengths 1.5x apart
+    const int32_t longest = std::min<int32_t>({n_seq() * (n_max_ + 1), n_ctx_ - n_prompt - 2,
+                                               (int32_t) llama_n_batch(ctx_tgt_->get())});
+    for (int32_t n_tokens = n_max_ + 1; n_tokens < longest;) {
+        n_tokens = std::min(longest, (int32_t) std::ceil(n_tokens * 1.5));
+        double best = INFINITY;
+        for (int rep = 0; rep < kCostRepeats; ++rep) {
+            batch_.clear();
+            for (int32_t k = 0; k < n_tokens; ++k) {
+                batch_.add(prompt[k % n_prompt], n_past + k, 0, true);
+            }
+            const int64_t t0 = ggml_time_us();
+            ctx_tgt_->decode(batch_, "a cost-measurement batch");
+            const double seconds = seconds_since(t0);
+            ctx_tgt_->trim(0, n_past);
+            if (rep > 0) {
+                best = std::min(best, seconds);
+            }
+        }
+        costs.set_pass(n_tokens, best);
+    }
     // the passes above went where the first token would: draft after the prompt's first token
     if (drafter_->sequential()) {
         const double best = best_draft_seconds(n_max_, true, n_past, prompt[0], prompt, costs);
@@ -130,10 +157,12 @@ CostModel BatchEngine::measure_costs() {
 }
 
 void BatchEngine::set_debug_schedule(bool always_draft, const std::vector<double> & verify_seconds) {
-    if (!scheduler_) {
+    if (schedulers_.empty()) {
         throw std::logic_error("this Generator has no confidence scheduler");
     }
-    scheduler_->set_debug_schedule(always_draft, verify_seconds);
+    for (auto & scheduler : schedulers_) {
+        scheduler->set_debug_schedule(always_draft, verify_seconds);
+    }
 }
 
 int64_t BatchEngine::submit(const BatchRequest & request) {
@@ -256,9 +285,9 @@ std::vector<BatchEvent> BatchEngine::prefill_admitted() {
         slot.cached = llama_tokens();
         slot.n_keep = keep;
         drafter_->begin_sequence((llama_seq_id) seq, slot.history, keep);
-        if (scheduler_) {
+        if (Scheduler * scheduler = scheduler_for((llama_seq_id) seq)) {
             const int32_t planned = slot.params.planned_tokens;
-            scheduler_->begin_generation(planned < 0 ? slot.params.max_tokens : planned);
+            scheduler->begin_generation(planned < 0 ? slot.params.max_tokens : planned);
         }
         admitted.push_back((llama_seq_id) seq);
     }
@@ -464,32 +493,49 @@ std::vector<BatchEvent> BatchEngine::round() {
         const int32_t budget = slot.params.max_tokens - slot.n_generated;
         // never draft past the token budget: a round yields at most n_draft + 1 tokens
         n_draft_max[seq] = std::max(0, std::min({n_max_, room - 1, budget - 1}));
-        if (scheduler_) {
-            n_draft_max[seq] = scheduler_->plan(n_draft_max[seq], drafter_->n_pending());
-        }
         running.push_back((llama_seq_id) seq);
     }
     if (running.empty()) {
         return events;
+    }
+    const int32_t n_running = (int32_t) running.size();
+    if (!schedulers_.empty()) {
+        // each sequence's draft is priced at its share of the round's pass
+        for (auto & scheduler : schedulers_) {
+            scheduler->set_batch(n_running);
+        }
+        if (schedule_per_batch_) {  // one block length (or none) for every sequence
+            const int32_t limit = *std::max_element(n_draft_max.begin(), n_draft_max.end());
+            const int32_t planned = schedulers_[0]->plan(limit, drafter_->n_pending());
+            for (llama_seq_id seq : running) {
+                n_draft_max[seq] = std::min(n_draft_max[seq], planned);
+            }
+        } else {
+            for (llama_seq_id seq : running) {
+                n_draft_max[seq] = scheduler_for(seq)->plan(n_draft_max[seq], drafter_->n_pending());
+            }
+        }
     }
     drafter_->begin_round(std::any_of(running.begin(), running.end(),
                                       [&](llama_seq_id seq) { return n_draft_max[seq] > 0; }));
     for (llama_seq_id seq : running) {
         Slot & slot = slots_[seq];
         std::function<bool(int32_t, float)> keep_drafting;
-        if (scheduler_ && drafter_->sequential()) {
-            keep_drafting = [this](int32_t index, float confidence) {
-                return scheduler_->keep_drafting(index, confidence);
+        // a sequential drafter stops where the next token would not pay (its scheduler's state follows one
+        // sequence's draft: not with one scheduler for the batch)
+        if (!schedulers_.empty() && !schedule_per_batch_ && drafter_->sequential()) {
+            keep_drafting = [scheduler = scheduler_for(seq)](int32_t index, float confidence) {
+                return scheduler->keep_drafting(index, confidence);
             };
         }
         drafter_->request_draft(seq, slot.n_past, slot.id_last, slot.history, n_draft_max[seq], slot.draft,
                                 slot.confidence, std::move(keep_drafting));
     }
     drafter_->draft_requested();
-    if (scheduler_) {
-        scheduler_->observe_catch_up(drafter_->last_catch_up_tokens(), drafter_->last_catch_up_seconds());
+    if (!schedulers_.empty()) {
+        schedulers_[0]->observe_catch_up(drafter_->last_catch_up_tokens(), drafter_->last_catch_up_seconds());
         for (llama_seq_id seq : running) {  // the schedule may verify fewer than were drafted
-            slots_[seq].draft.resize(scheduler_->verify_depth(slots_[seq].confidence));
+            slots_[seq].draft.resize(scheduler_for(seq)->verify_depth(slots_[seq].confidence));
         }
     }
     const double draft_s = seconds_since(t_draft);
@@ -510,6 +556,7 @@ std::vector<BatchEvent> BatchEngine::round() {
     }
     ctx_tgt_->decode(batch_, "the verification batch");
     drafter_->process(batch_);
+    const int32_t n_verified_total = batch_.size();
 
     // 4. accept per sequence (all before any rollback: a checkpoint restore decodes again and
     // overwrites the batch's logits), 5. roll back each rejected tail
@@ -529,6 +576,11 @@ std::vector<BatchEvent> BatchEngine::round() {
         slot.id_last = accepted[r].back();
     }
     const double verify_s = seconds_since(t_verify);
+    if (n_running > 1) {  // (a lone sequence's scheduler learns its pass in observe())
+        for (auto & scheduler : schedulers_) {
+            scheduler->observe_pass(n_verified_total, verify_s);
+        }
+    }
 
     // 6. emit, and stop the sequences that are done
     for (size_t r = 0; r < running.size(); ++r) {
@@ -547,9 +599,9 @@ std::vector<BatchEvent> BatchEngine::round() {
             }
         }
         slot.n_generated += (int32_t) event.tokens.size();
-        if (scheduler_) {
-            scheduler_->observe(slot.confidence, event.drafted, event.accepted, (int32_t) event.tokens.size(), draft_s,
-                                verify_s);
+        if (Scheduler * scheduler = scheduler_for(seq)) {  // its share of the round's time
+            scheduler->observe(slot.confidence, event.drafted, event.accepted, (int32_t) event.tokens.size(),
+                               draft_s / n_running, verify_s / n_running);
         }
         slot.stats.rounds.add(slot.confidence, event.drafted, event.accepted, (int32_t) event.tokens.size(), draft_s,
                               verify_s);

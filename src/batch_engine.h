@@ -60,7 +60,10 @@ class BatchEngine {
 public:
     // n_seq sequences of up to config.n_ctx tokens each (the cache holds n_seq * n_ctx cells, split
     // per sequence); raises before allocating when that does not fit in memory. The confidence
-    // schedule (config.schedule "confidence") measures its costs here, for one sequence (n_seq must be 1).
+    // schedule (config.schedule "confidence") measures its costs here: passes of one sequence and, with n_seq > 1,
+    // passes as long as batched rounds make. In batched rounds each sequence has a scheduler of its own (its
+    // depth, its acceptance, whether drafting pays for it), pricing its tokens at its share of the round's pass;
+    // LLAMASPEC_BATCH_SCHEDULE=batch makes one scheduler decide for the whole batch instead (for A/B runs).
     BatchEngine(ModelPtr target, ModelPtr draft, const EngineConfig & config, int32_t n_seq);
 
     const Model & target() const { return *target_; }
@@ -70,8 +73,8 @@ public:
     int32_t n_ctx() const { return n_ctx_; }  // per sequence
     const Context & target_context() const { return *ctx_tgt_; }
     const Drafter & drafter() const { return *drafter_; }
-    // null for the fixed schedule
-    const Scheduler * scheduler() const { return scheduler_.get(); }
+    // null for the fixed schedule; else the first sequence's scheduler (the batch's, when one serves all)
+    const Scheduler * scheduler() const { return schedulers_.empty() ? nullptr : schedulers_[0].get(); }
 
     // Queue a request (checked now; its prompt is decoded at the next step(), less the prefix its
     // sequence already holds). Returns its id.
@@ -165,7 +168,12 @@ private:
     common_params base_;
     std::unique_ptr<Context> ctx_tgt_;
     std::unique_ptr<Drafter> drafter_;
-    std::unique_ptr<Scheduler> scheduler_;
+    // the confidence schedule: one scheduler per sequence, or one for the whole batch (schedule_per_batch_)
+    std::vector<std::unique_ptr<Scheduler>> schedulers_;
+    bool schedule_per_batch_ = false;
+    Scheduler * scheduler_for(llama_seq_id seq) {
+        return schedulers_.empty() ? nullptr : schedulers_[schedule_per_batch_ ? 0 : seq].get();
+    }
     common_batch batch_;
     std::vector<Slot> slots_;  // slot i decodes into sequence i
     std::map<int64_t, RequestStats> finished_;

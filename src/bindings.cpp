@@ -472,7 +472,7 @@ NB_MODULE(_core, m) {
     // The scheduler's decision rule on its own, with given costs (for tests and notebooks).
     nb::class_<Scheduler>(m, "Scheduler")
         .def("__init__", [](Scheduler * self, const std::vector<double> & verify_seconds, double draft_step_seconds,
-                            bool sequential) {
+                            bool sequential, const std::vector<std::pair<int32_t, double>> & passes) {
                  if (verify_seconds.size() < 2) {
                      throw std::invalid_argument("verify_seconds needs the cost of 1..n_max+1 tokens (n_max >= 1)");
                  }
@@ -483,10 +483,23 @@ NB_MODULE(_core, m) {
                      }
                      costs.set_verify((int32_t) n + 1, verify_seconds[n]);
                  }
+                 for (const auto & [n_tokens, seconds] : passes) {
+                     if (n_tokens <= (int32_t) verify_seconds.size() || !(seconds > 0)) {
+                         throw std::invalid_argument("passes: (total tokens > n_max + 1, positive seconds) pairs");
+                     }
+                     costs.set_pass(n_tokens, seconds);
+                 }
                  costs.set_draft_step(draft_step_seconds);
                  new (self) Scheduler(costs, sequential);
              }, "verify_seconds"_a, "draft_step_seconds"_a = 0.0, "sequential"_a = false,
-             "verify_seconds[i]: seconds of a target pass over i + 1 tokens, i = 0..n_max.")
+             "passes"_a = std::vector<std::pair<int32_t, double>>(),
+             "verify_seconds[i]: seconds of a target pass over i + 1 tokens, i = 0..n_max; passes: (total tokens, "
+             "seconds) of longer passes, as batched rounds make (interpolated between).")
+        .def("set_batch", &Scheduler::set_batch, "n_sequences"_a,
+             "The sequences that share the next round's pass: each one's tokens are priced at its share of it.")
+        .def("observe_pass", &Scheduler::observe_pass, "total_tokens"_a, "seconds"_a)
+        .def("verify_cost", [](const Scheduler & s, int32_t n_tokens) { return s.costs().verify(n_tokens); },
+             "n_tokens"_a, "A sequence's share of a round's pass when it verifies n_tokens (at the current batch).")
         .def("plan", &Scheduler::plan, "n_max"_a, "n_pending"_a = 0)
         .def("observe_catch_up", &Scheduler::observe_catch_up, "n_tokens"_a, "seconds"_a)
         .def("keep_drafting", &Scheduler::keep_drafting, "index"_a, "confidence"_a)

@@ -49,8 +49,9 @@ void bind_batch(nb::module_ & m) {
     nb::class_<BatchHandle>(m, "BatchEngine")
         .def("__init__", [](BatchHandle * self, ModelPtr target, ModelPtr draft, const std::string & spec_type,
                             int n_max, int n_ctx, int n_threads, int ngram_size_n, const std::string & rollback,
-                            int n_seq, bool reuse_prefix) {
+                            int n_seq, bool reuse_prefix, const std::string & schedule) {
                  EngineConfig config;
+                 config.schedule = schedule;
                  config.spec_type = spec_type;
                  config.n_max = n_max;
                  config.n_ctx = n_ctx;
@@ -63,8 +64,13 @@ void bind_batch(nb::module_ & m) {
              },
              "target"_a, "draft"_a.none(), "spec_type"_a = "auto", "n_max"_a = 8, "n_ctx"_a = 4096,
              "n_threads"_a = 0, "ngram_size_n"_a = 3, "rollback"_a = "auto", "n_seq"_a = 4, "reuse_prefix"_a = true,
+             "schedule"_a = "fixed",
              "n_seq sequences of n_ctx tokens each in one target context; raises before allocating when they do "
-             "not fit. reuse_prefix: finished sequences keep their cache for prompts that start the same way.")
+             "not fit. reuse_prefix: finished sequences keep their cache for prompts that start the same way. "
+             "schedule: 'fixed' (n_max every round) or 'confidence' (each sequence's depth chosen per round).")
+        .def_prop_ro("schedule", [](BatchHandle & h) {
+            return h.with_engine([](BatchEngine & e) { return std::string(e.scheduler() ? "confidence" : "fixed"); });
+        })
         .def_prop_ro("spec_type", [](BatchHandle & h) {
             return h.with_engine([](BatchEngine & e) { return e.spec_type(); });
         })

@@ -71,6 +71,66 @@ double CostModel::block_draft(int32_t n) const {
 
 void CostModel::set_verify(int32_t n_tokens, double seconds) { verify_.at(n_tokens) = seconds; }
 
+void CostModel::set_pass(int32_t total_tokens, double seconds) {
+    if (total_tokens <= n_max() + 1) {
+        set_verify(total_tokens, seconds);
+        return;
+    }
+    auto it = std::lower_bound(wide_passes_.begin(), wide_passes_.end(), std::make_pair(total_tokens, -(double) INFINITY));
+    if (it != wide_passes_.end() && it->first == total_tokens) {
+        it->second = seconds;
+    } else {
+        wide_passes_.insert(it, {total_tokens, seconds});
+    }
+}
+
+double CostModel::pass(int32_t total_tokens) const {
+    const int32_t last_one = n_max() + 1;
+    if (total_tokens >= 1 && total_tokens <= last_one) {
+        return verify_[total_tokens];
+    }
+    // the measured lengths: one sequence's 1..n_max+1, then the wide ones
+    int32_t x0 = last_one - 1, x1 = last_one;
+    double y0 = verify_[std::max(1, x0)], y1 = verify_[x1];
+    for (const auto & [x, y] : wide_passes_) {
+        x0 = x1;
+        y0 = y1;
+        x1 = x;
+        y1 = y;
+        if (x >= total_tokens) {
+            break;
+        }
+    }
+    if (x1 == x0) {
+        return y1;
+    }
+    return std::max(0.0, y0 + (y1 - y0) * (double) (total_tokens - x0) / (double) (x1 - x0));
+}
+
+void CostModel::observe_pass(int32_t total_tokens, double seconds) {
+    if (seconds <= 0 || total_tokens < 1) {
+        return;
+    }
+    if (total_tokens <= n_max() + 1) {
+        blend(verify_[total_tokens], seconds, kCostSmoothing);
+        return;
+    }
+    if (wide_passes_.empty()) {
+        return;
+    }
+    // the measured length nearest to this pass takes its time, scaled along the curve's shape
+    auto nearest = wide_passes_.begin();
+    for (auto it = wide_passes_.begin(); it != wide_passes_.end(); ++it) {
+        if (std::abs(it->first - total_tokens) < std::abs(nearest->first - total_tokens)) {
+            nearest = it;
+        }
+    }
+    const double here = pass(total_tokens);
+    if (here > 0) {
+        blend(nearest->second, seconds * nearest->second / here, kCostSmoothing);
+    }
+}
+
 void CostModel::observe_verify(int32_t n_tokens, double seconds) {
     if (n_tokens >= 1 && n_tokens < (int32_t) verify_.size() && seconds > 0) {
         blend(verify_[n_tokens], seconds, kCostSmoothing);
@@ -254,6 +314,7 @@ void Scheduler::set_debug_schedule(bool always_draft, const std::vector<double> 
     costs_frozen_ = !verify_seconds.empty();
     if (costs_frozen_) {
         costs_.set_draft_step(0.0);
+        costs_.clear_passes();
     }
     for (size_t n = 0; n < verify_seconds.size() && (int32_t) n < costs_.n_max() + 1; ++n) {
         costs_.set_verify((int32_t) n + 1, verify_seconds[n]);
@@ -264,7 +325,7 @@ void Scheduler::observe(const std::vector<float> & confidence, int32_t n_verifie
                         int32_t n_emitted, double draft_seconds, double verify_seconds) {
     if (costs_frozen_) {
         draft_seconds = verify_seconds = 0.0;  // decisions from the given costs only
-    } else {
+    } else if (costs_.batch() == 1) {  // a batch's pass is observed once per round (observe_pass)
         costs_.observe_verify(n_verified + 1, verify_seconds);
     }
     if (sequential_ && !confidence.empty() && !costs_frozen_) {
@@ -314,6 +375,12 @@ void Scheduler::observe(const std::vector<float> & confidence, int32_t n_verifie
         backoff_ = drafting_on() || outcome > 0.0 ? 2 : std::min(2 * backoff_, kMaxBackoff);
         // what the probe lost against plain decoding (nothing when its tokens paid for its time)
         probe_overhead_ = std::max(0.0, -outcome) / rho0();
+    }
+}
+
+void Scheduler::observe_pass(int32_t total_tokens, double seconds) {
+    if (!costs_frozen_) {
+        costs_.observe_pass(total_tokens, seconds);
     }
 }
 

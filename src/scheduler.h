@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace llamaspec {
@@ -35,7 +36,24 @@ public:
     // a block drafter (DFlash/DSpark head, n-gram lookup) drafted a block of n positions
     void observe_block_draft(int32_t n, double seconds);
 
-    double verify(int32_t n_tokens) const { return verify_.at(n_tokens); }
+    // Seconds a sequence's share of a round costs when it verifies n_tokens: one sequence's pass over them, or in
+    // a batch of B sequences (set_batch) 1/B of a pass over B * n_tokens (every sequence verifying as many).
+    double verify(int32_t n_tokens) const {
+        return batch_ == 1 ? verify_.at(n_tokens) : pass(batch_ * n_tokens) / batch_;
+    }
+
+    // --- batched rounds (several sequences verified in one target pass) ---
+    // seconds of one pass over total_tokens > n_max + 1 tokens (measured at a few lengths, interpolated between)
+    void set_pass(int32_t total_tokens, double seconds);
+    // seconds of a pass over total_tokens, from the measured lengths (linear between and past them)
+    double pass(int32_t total_tokens) const;
+    // a round's pass over total_tokens took `seconds`: corrects the nearest measured length, keeping the shape
+    void observe_pass(int32_t total_tokens, double seconds);
+    // the sequences that share this round's pass (1: a lone sequence)
+    void set_batch(int32_t n_sequences) { batch_ = n_sequences < 1 ? 1 : n_sequences; }
+    // forget the longer passes (then extrapolated from one sequence's longest two)
+    void clear_passes() { wide_passes_.clear(); }
+    int32_t batch() const { return batch_; }
     double draft_step() const { return draft_step_; }
     double catch_up_per_token() const { return catch_up_per_token_; }
     // Estimated seconds of drafting a block of n positions: measured where a block of that length
@@ -49,6 +67,8 @@ public:
 
 private:
     std::vector<double> verify_;
+    std::vector<std::pair<int32_t, double>> wide_passes_;  // (total tokens > n_max + 1, seconds), ascending
+    int32_t batch_ = 1;
     std::vector<double> block_draft_;
     double draft_step_ = 0.0;
     double catch_up_per_token_ = 0.0;
@@ -114,6 +134,12 @@ public:
                  double draft_seconds, double verify_seconds);
     // (before observe) the draft model caught up on n_tokens deferred tokens in `seconds` this round
     void observe_catch_up(int32_t n_tokens, double seconds);
+
+    // Batched rounds: before plan(), the number of sequences that share this round's pass (costs become a
+    // sequence's share, and observe() takes a sequence's share of the round's seconds); after the round, what
+    // its pass over total_tokens cost (with one sequence observe() learns that itself).
+    void set_batch(int32_t n_sequences) { costs_.set_batch(n_sequences); }
+    void observe_pass(int32_t total_tokens, double seconds);
 
     // Test-only: never skip drafting (depths are still chosen per round) and, with verify_seconds
     // (index n-1: a pass over n tokens), use those costs and stop timing rounds, so that tests of

@@ -248,8 +248,8 @@ def test_gemma_batch_equals_solo(gemma_q2k_draft):
 def test_bad_batch_input(models, target_model):
     with pytest.raises(ValueError, match="sequences"):
         llamaspec.Batch(target_model, n_seq=0)
-    with pytest.raises(ValueError, match="fixed"):
-        llamaspec.Generator(target_model, models["draft_simple"], schedule="confidence", n_ctx=256).generate_batch(["a"], 4)
+    with pytest.raises(ValueError, match="schedule must be"):
+        llamaspec.Batch(target_model, models["draft_simple"], n_seq=2, schedule="dynamic")
     with pytest.raises(ValueError, match="needs about"):  # the memory guard, before anything is allocated
         llamaspec.Batch(target_model, n_seq=256, n_ctx=1 << 22)
     batch = llamaspec.Batch(target_model, n_seq=2, n_ctx=64, n_max=4)

@@ -375,3 +375,69 @@ def test_block_drafter_gets_the_block_length_that_pays():
     # a sequential drafter (draft-simple) stops by keep_drafting() instead: plan() gives the limit
     sequential = drafting(_core.Scheduler(flat_costs(8), 0.1, True), 8)
     assert sequential.plan(8) == 8
+
+
+# --- batched rounds (Batch, schedule="confidence") ------------------------------------------------
+
+BATCH_DRAFTERS = [("draft-simple", "draft_simple", 4), ("draft-dspark", "dspark", 8), ("ngram-mod", None, 4)]
+
+
+@pytest.mark.parametrize("per", ["sequence", "batch"])
+@pytest.mark.parametrize("spec_type,draft,n_max", BATCH_DRAFTERS)
+def test_scheduled_batch_greedy_equals_target(models, target_model, reference, monkeypatch, spec_type, draft,
+                                              n_max, per):
+    """Each sequence's depth chosen per round (or one for the batch: LLAMASPEC_BATCH_SCHEDULE=batch), requests
+    of different lengths joining and leaving: every request's output equals the target's greedy decoding."""
+    monkeypatch.setenv("LLAMASPEC_BATCH_SCHEDULE", per)
+    with llamaspec.Batch(target_model, models[draft] if draft else None, n_seq=3, n_max=n_max, spec_type=spec_type,
+                         n_ctx=N_CTX, ngram_size_n=2, schedule="confidence") as batch:
+        assert batch.schedule == "confidence"
+        results = batch.generate(PROMPTS * 2, MAX_TOKENS, ignore_eos=True)
+    for prompt, result in zip(PROMPTS * 2, results):
+        assert result.tokens == reference[prompt], (spec_type, per, prompt)
+        assert (result.stats.chosen_depth <= result.stats.proposed).all()
+        assert (result.stats.proposed <= n_max).all()
+
+
+def test_generate_batch_keeps_the_generators_schedule(models, target_model, reference):
+    with llamaspec.Generator(target_model, models["target"], n_max=4, spec_type="draft-simple", n_ctx=N_CTX,
+                             schedule="confidence") as gen:
+        results = gen.generate_batch(PROMPTS, MAX_TOKENS, n_seq=2, ignore_eos=True)
+        assert gen._batch.schedule == "confidence"
+    for prompt, result in zip(PROMPTS, results):
+        assert result.tokens == reference[prompt]
+        # the target as its own draft agrees with itself on every token it verifies
+        assert result.stats.n_accepted == result.stats.n_drafted
+    assert sum(r.stats.n_drafted for r in results) > 0  # the schedule probes (then stops: a step of the draft
+    # costs the target's own, so drafting cannot pay here)
+
+
+def test_useless_drafter_is_skipped_in_batched_rounds(models, target_model):
+    """The random-weight DFlash head accepts ~nothing: each sequence's scheduler stops drafting for it."""
+    with llamaspec.Batch(target_model, models["dflash"], n_seq=3, n_max=7, n_ctx=N_CTX, schedule="confidence") as b:
+        results = b.generate(PROMPTS[:3], 200, ignore_eos=True)
+    for result in results:
+        assert (result.stats.proposed == 0).mean() > 0.8, result.stats.proposed
+
+
+def test_a_batched_sequence_pays_its_share_of_the_pass():
+    """Passes that cost 1 + 0.05 s per extra token: alone, a draft token of confidence 0.15 pays (0.05 of a plain
+    step); in a round of 4 sequences it does not, since a plain round already verifies 4 tokens and each drafted
+    token then costs 0.05 / (1.15 / 4) = 0.17 of a sequence's plain share."""
+    sched = drafting(_core.Scheduler(flat_costs(4)), 4)
+    assert sched.verify_depth([0.15]) == 1
+    sched.set_batch(4)
+    assert sched.verify_cost(1) == pytest.approx((1.0 + 0.05 * 3) / 4)
+    assert sched.verify_cost(2) == pytest.approx((1.0 + 0.05 * 7) / 4)  # past n_max + 1: extrapolated
+    assert sched.verify_depth([0.15]) == 0
+    assert sched.verify_depth([0.95, 0.95]) == 2
+    # measured longer passes replace the extrapolation: memory-bound passes that cost as much for 16 tokens
+    # as for one make drafting cheap again
+    flat = drafting(_core.Scheduler(flat_costs(4, 0.0), passes=[(8, 1.0), (16, 1.0), (20, 1.0)]), 4)
+    flat.set_batch(4)
+    assert flat.verify_cost(1) == pytest.approx(0.25) and flat.verify_cost(4) == pytest.approx(0.25)
+    assert flat.verify_depth([0.15]) == 1
+    # a round's pass corrects the nearest measured length
+    for _ in range(50):
+        flat.observe_pass(16, 2.0)
+    assert flat.verify_cost(4) == pytest.approx(0.5, rel=0.02)

@@ -161,8 +161,11 @@ class Batch:
     Args as :class:`llamaspec.Generator` (``target``, ``draft``, ``n_max``, ``spec_type``, ``n_ctx``
     per sequence, ``n_threads``, ``ngram_size_n``, ``rollback``, ``rpc``), plus ``n_seq``: sequences decoded
     together. The cache holds ``n_seq * n_ctx`` cells (one stream per sequence); a batch that does
-    not fit in memory raises ValueError before anything is allocated. Drafts are ``n_max`` deep every
-    round (the fixed schedule). Greedy output of each request equals its solo output token for token.
+    not fit in memory raises ValueError before anything is allocated. ``schedule``: ``"fixed"`` drafts
+    ``n_max`` tokens every round; ``"confidence"`` chooses each sequence's depth every round (0 = no draft)
+    as a Generator's confidence schedule does, pricing its tokens at its share of the round's target pass
+    (costs measured when the Batch is made, for one sequence and for batched rounds). Greedy output of each
+    request equals its solo output token for token.
 
     ``reuse_prefix``: a finished request's sequence keeps its cache, and a new request goes to the free
     sequence whose cache shares the longest prefix with its prompt, so a chat's next turn decodes only
@@ -173,7 +176,7 @@ class Batch:
     def __init__(self, target: ModelLike, draft: Optional[ModelLike] = None, *, n_seq: int = 4, n_max: int = 8,
                  spec_type: str = "auto", n_ctx: int = 4096, n_threads: Optional[int] = None,
                  ngram_size_n: int = 3, rollback: str = "auto", reuse_prefix: bool = True,
-                 verbose: bool = False, rpc: Optional[Sequence[str]] = None) -> None:
+                 schedule: str = "fixed", verbose: bool = False, rpc: Optional[Sequence[str]] = None) -> None:
         for name, value in (("n_seq", n_seq), ("n_max", n_max), ("n_ctx", n_ctx), ("ngram_size_n", ngram_size_n)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -181,15 +184,17 @@ class Batch:
             raise ValueError(f"n_threads must be a positive int or None, got {n_threads!r}")
         if rollback not in ("auto", "checkpoint"):
             raise ValueError(f"rollback must be 'auto' or 'checkpoint', got {rollback!r}")
+        if schedule not in ("fixed", "confidence"):
+            raise ValueError(f"schedule must be 'fixed' or 'confidence', got {schedule!r}")
         _core.set_verbose(verbose)
         self.target = load_model(target, rpc=rpc)
         self.draft = None if draft is None else load_model(draft)
         self._engine = _core.BatchEngine(self.target, self.draft, spec_type, n_max, n_ctx, n_threads or 0,
-                                         ngram_size_n, rollback, n_seq, bool(reuse_prefix))
+                                         ngram_size_n, rollback, n_seq, bool(reuse_prefix), schedule)
         warn_if_ngram_cannot_draft(self._engine.spec_type, self._engine.n_max, ngram_size_n)
         # fixed for the batch's life: read without the lock while another thread runs a round
         self._fixed = dict(spec_type=self._engine.spec_type, n_max=self._engine.n_max, n_seq=self._engine.n_seq,
-                           n_ctx=self._engine.n_ctx)
+                           n_ctx=self._engine.n_ctx, schedule=self._engine.schedule)
         self._lock = threading.RLock()
         self._waiting: Deque[Request] = deque()
         self._running: Dict[int, Request] = {}
@@ -198,6 +203,11 @@ class Batch:
     @property
     def spec_type(self) -> str:
         return self._fixed["spec_type"]
+
+    @property
+    def schedule(self) -> str:
+        """``"fixed"`` or ``"confidence"``."""
+        return self._fixed["schedule"]
 
     @property
     def n_max(self) -> int:

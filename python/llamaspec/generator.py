@@ -84,7 +84,8 @@ class Generator:
         warn_if_ngram_cannot_draft(self._engine.spec_type, self._engine.n_max, ngram_size_n)
         # what generate_batch() builds its Batch from (one kept, rebuilt when n_seq changes)
         self._batch_config = dict(spec_type=spec_type, n_max=n_max, n_ctx=n_ctx, n_threads=n_threads,
-                                  ngram_size_n=ngram_size_n, rollback=rollback, reuse_prefix=bool(reuse_prefix))
+                                  ngram_size_n=ngram_size_n, rollback=rollback, reuse_prefix=bool(reuse_prefix),
+                                  schedule=schedule)
         self._batch = None
         self._stop_reason_override: Optional[str] = None  # "stop" when a stop string/token ended it
         self._generation = 0  # bumped by every generate()/stream(): older stream iterators go stale
@@ -251,12 +252,9 @@ class Generator:
         output equals :meth:`generate` of each prompt alone, token for token. ``n_seq`` sequences run
         together (default: all prompts, at most 16); the rest wait for a free one. ``max_tokens`` and
         ``seed`` may be one value or one per prompt; other keywords as :meth:`generate`. Uses this
-        Generator's drafter and settings with the fixed schedule; see :class:`llamaspec.Batch` for
-        submitting requests while others run.
+        Generator's drafter and settings (its schedule too); see :class:`llamaspec.Batch` for submitting
+        requests while others run.
         """
-        if self.schedule != "fixed":
-            raise ValueError("generate_batch drafts n_max tokens every round (the fixed schedule); this Generator "
-                             "uses schedule='confidence': make one with schedule='fixed'")
         prompts = list(prompts)
         if not prompts:
             return []

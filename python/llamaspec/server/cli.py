@@ -18,6 +18,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--spec-type", default="auto", help="as Generator's spec_type (default: auto)")
     p.add_argument("--n-max", type=int, default=8, help="draft depth")
     p.add_argument("--n-seq", type=int, default=8, help="sequences decoded together")
+    p.add_argument("--schedule", choices=("fixed", "confidence"), default="fixed",
+                   help="fixed: n_max drafts every round; confidence: each request's depth chosen per round")
     p.add_argument("--n-ctx", type=int, default=4096, help="context per sequence")
     p.add_argument("--max-waiting", type=int, default=64, help="requests that may wait for a sequence (then 429)")
     p.add_argument("-t", "--threads", type=int, default=None)
@@ -40,7 +42,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                            n_seq=args.n_seq, n_ctx=args.n_ctx, n_threads=args.threads, host=args.host,
                            port=args.port, api_key=args.api_key, max_waiting=args.max_waiting,
                            shutdown_seconds=args.shutdown_seconds, model_name=args.model_name,
-                           reuse_prefix=not args.no_prefix_reuse,
+                           reuse_prefix=not args.no_prefix_reuse, schedule=args.schedule,
                            rpc=args.rpc.split(",") if args.rpc else None))
     except (ValueError, TypeError, RuntimeError, ConnectionError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -30,6 +30,7 @@ class ServerConfig:
     shutdown_seconds: float = 10.0
     model_name: Optional[str] = None
     reuse_prefix: bool = True  # a finished request's sequence keeps its cache for the next prompt that shares it
+    schedule: str = "fixed"  # "confidence": each request's draft depth chosen per round (see Batch)
     rpc: Optional[List[str]] = None  # "host:port" of RPC servers holding the target's layers
 
     def __post_init__(self) -> None:

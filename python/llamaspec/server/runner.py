@@ -92,7 +92,8 @@ def _uvicorn_config(app, config: ServerConfig) -> uvicorn.Config:
 def make_batch(config: ServerConfig) -> Batch:
     """The :class:`~llamaspec.Batch` a config describes."""
     return Batch(config.target, config.draft, n_seq=config.n_seq, n_max=config.n_max, spec_type=config.spec_type,
-                 n_ctx=config.n_ctx, n_threads=config.n_threads, reuse_prefix=config.reuse_prefix, rpc=config.rpc)
+                 n_ctx=config.n_ctx, n_threads=config.n_threads, reuse_prefix=config.reuse_prefix,
+                 schedule=config.schedule, rpc=config.rpc)
 
 
 def _free_port(host: str) -> int:

@@ -11,7 +11,7 @@ Every mode's outputs are compared with plain decoding's (lossless).
 Modes: plain (spec_type none); the shipped Gemma DSpark head at fixed depth --dspark-depth and scheduled
 (n_max 8; per sequence and per batch); ngram-simple at n_max 8, fixed and scheduled (both ways).
 
-    python bench/batch_schedule.py [--batches 1,4,8] [--repeats 3] [--max-tokens 64] [--out batch_schedule]
+    python bench/batch_schedule.py [--batches 1,4,8] [--repeats 3] [--max-tokens 64] [--modes a,b] [--out batch_schedule]
 
 Writes bench/results/batch/<out>.json and <out>.md.
 """
@@ -101,6 +101,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dspark-depth", type=int, default=2, help="the fixed depth compared (the head's best on CPU)")
     ap.add_argument("--n-ctx", type=int, default=1024, help="per sequence")
     ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--modes", default=None, help="comma-separated subset of the modes (plain is always run)")
     ap.add_argument("--out", default="batch_schedule")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(HERE))
@@ -113,6 +114,9 @@ def main(argv=None) -> int:
     target = llamaspec.Model(paths[0])
     prompts = [t["prompt"] for t in builtin_prompts()]
     chosen = modes(args.dspark_depth)
+    if args.modes:
+        keep = {"plain", *args.modes.split(",")}
+        chosen = {name: spec for name, spec in chosen.items() if name in keep}
     names = list(chosen)
     t0 = time.time()
     by_batch, same, total = {}, 0, 0

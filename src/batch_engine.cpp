@@ -39,9 +39,9 @@ BatchEngine::BatchEngine(ModelPtr target, ModelPtr draft, const EngineConfig & c
     slots_.resize(n_seq);
     eog_tokens_ = end_of_generation_tokens(*target_);
     if (config.schedule == "confidence") {
-        // rounds that skip drafting cost the drafter nothing until it drafts again (one sequence only: the
-        // deferred input is one sequence's)
-        drafter_->set_deferred_process(n_seq == 1);
+        // rounds that skip drafting cost the drafter nothing until it drafts again (a head's feature rows are
+        // kept per sequence inside llama.cpp; a draft model's deferred tokens are one sequence's)
+        drafter_->set_deferred_process(n_seq == 1 || drafter_->block_head());
         const char * per = getenv("LLAMASPEC_BATCH_SCHEDULE");
         schedule_per_batch_ = per != nullptr && std::string(per) == "batch";
         const CostModel costs = measure_costs();

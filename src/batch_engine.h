@@ -32,6 +32,8 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace llamaspec {
@@ -75,6 +77,13 @@ public:
     const Drafter & drafter() const { return *drafter_; }
     // null for the fixed schedule; else the first sequence's scheduler (the batch's, when one serves all)
     const Scheduler * scheduler() const { return schedulers_.empty() ? nullptr : schedulers_[0].get(); }
+    // sequence seq's scheduler (null for the fixed schedule)
+    const Scheduler * scheduler(int32_t seq) const {
+        if (seq < 0 || seq >= n_seq()) {
+            throw std::out_of_range("sequence " + std::to_string(seq) + " is out of range");
+        }
+        return schedulers_.empty() ? nullptr : schedulers_[schedule_per_batch_ ? 0 : seq].get();
+    }
 
     // Queue a request (checked now; its prompt is decoded at the next step(), less the prefix its
     // sequence already holds). Returns its id.

@@ -543,25 +543,7 @@ NB_MODULE(_core, m) {
             return h.with_engine([](Engine & e) { return std::string(e.scheduler() ? "confidence" : "fixed"); });
         })
         .def("scheduler_state", [](EngineHandle & h) {
-            return h.with_engine([](Engine & e) {
-                nb::dict d;
-                const Scheduler * sched = e.scheduler();
-                if (sched == nullptr) {
-                    return d;
-                }
-                d["verify_seconds"] = sched->costs().verify_seconds();
-                d["draft_step_seconds"] = sched->costs().draft_step();
-                d["block_draft_seconds"] = sched->costs().block_draft_seconds();
-                d["catch_up_seconds_per_token"] = sched->costs().catch_up_per_token();
-                d["bin_accepted"] = sched->calibration().bin_hits();
-                d["bin_seen"] = sched->calibration().bin_seen();
-                d["position_accepted"] = sched->calibration().position_hits();
-                d["position_seen"] = sched->calibration().position_seen();
-                d["drafting_on"] = sched->drafting_on();
-                d["expected_gain"] = sched->expected_gain();
-                d["confidence_level"] = sched->calibration().level();
-                return d;
-            });
+            return h.with_engine([](Engine & e) { return scheduler_state_dict(e.scheduler()); });
         }, "The confidence scheduler's cost model and acceptance calibration (empty for the fixed schedule).")
         .def("start", [](EngineHandle & h, const std::vector<llama_token> & prompt, float temperature, int top_k,
                          float top_p, float min_p, uint64_t seed, int32_t max_tokens, bool ignore_eos) {

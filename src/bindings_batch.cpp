@@ -136,6 +136,10 @@ void bind_batch(nb::module_ & m) {
             });
         }, "Positions each sequence holds in the target cache (0: empty; a finished sequence keeps its cache for "
            "prefix reuse).")
+        .def("scheduler_state", [](BatchHandle & h, int32_t seq) {
+            return h.with_engine([&](BatchEngine & e) { return scheduler_state_dict(e.scheduler(seq)); });
+        }, "seq"_a = 0, "Sequence seq's confidence scheduler: cost model (pass_seconds: the batched lengths), "
+           "calibration, state; empty for the fixed schedule.")
         .def("memory_info", [](BatchHandle & h) {
             return h.with_engine([](BatchEngine & e) { return memory_info(e.target_context(), e.drafter()); });
         })

@@ -36,3 +36,27 @@ nb::dict memory_info(const Context & target, const Drafter & drafter) {
     d["draft"] = dft ? nb::object(describe(*dft)) : nb::none();
     return d;
 }
+
+nb::dict scheduler_state_dict(const llamaspec::Scheduler * sched) {
+    nb::dict d;
+    if (sched == nullptr) {
+        return d;
+    }
+    d["verify_seconds"] = sched->costs().verify_seconds();
+    nb::list passes;
+    for (const auto & [n_tokens, seconds] : sched->costs().passes()) {
+        passes.append(nb::make_tuple(n_tokens, seconds));
+    }
+    d["pass_seconds"] = passes;
+    d["draft_step_seconds"] = sched->costs().draft_step();
+    d["block_draft_seconds"] = sched->costs().block_draft_seconds();
+    d["catch_up_seconds_per_token"] = sched->costs().catch_up_per_token();
+    d["bin_accepted"] = sched->calibration().bin_hits();
+    d["bin_seen"] = sched->calibration().bin_seen();
+    d["position_accepted"] = sched->calibration().position_hits();
+    d["position_seen"] = sched->calibration().position_seen();
+    d["drafting_on"] = sched->drafting_on();
+    d["expected_gain"] = sched->expected_gain();
+    d["confidence_level"] = sched->calibration().level();
+    return d;
+}

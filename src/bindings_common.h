@@ -3,6 +3,7 @@
 
 #include "context.h"
 #include "drafter.h"
+#include "scheduler.h"
 
 #include "stats.h"
 
@@ -13,6 +14,9 @@
 
 // {"target": {...}, "draft": {...} or None}: how each context rolls a sequence back and what it cost
 nanobind::dict memory_info(const llamaspec::Context & target, const llamaspec::Drafter & drafter);
+
+// the confidence scheduler's cost model, calibration and state (an empty dict for none)
+nanobind::dict scheduler_state_dict(const llamaspec::Scheduler * scheduler);
 
 // the per-round statistics as a dict of lists (the Python layer makes numpy arrays of them)
 nanobind::dict round_log_dict(const llamaspec::RoundLog & log);

@@ -566,6 +566,9 @@ void Drafter::reset_state() {
 }
 
 void Drafter::end_sequence(llama_seq_id seq, bool keep_cache) {
+    if (spec_) {  // a head's feature rows deferred and never read: not for the sequence's next request
+        common_speculative_discard_deferred(spec_.get(), seq, 0);
+    }
     if (ctx_dft_ && !keep_cache) {
         ctx_dft_->trim(seq, 0);
     }

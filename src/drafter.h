@@ -59,7 +59,7 @@ public:
     void process(const common_batch & batch);
 
     // Hold the drafter's input back until the next draft and feed the accepted part in one batch
-    // (one sequence only; set before the first begin_sequence()),
+    // (a draft model's: one sequence only; set before the first begin_sequence()),
     // so that rounds without drafting cost the drafter (almost) nothing: a draft model's tokens here,
     // a DFlash/DSpark head's target features inside llama.cpp (patches/0001).
     void set_deferred_process(bool on) { defer_process_ = on; }

@@ -51,6 +51,7 @@ public:
     void observe_pass(int32_t total_tokens, double seconds);
     // the sequences that share this round's pass (1: a lone sequence)
     void set_batch(int32_t n_sequences) { batch_ = n_sequences < 1 ? 1 : n_sequences; }
+    const std::vector<std::pair<int32_t, double>> & passes() const { return wide_passes_; }
     // forget the longer passes (then extrapolated from one sequence's longest two)
     void clear_passes() { wide_passes_.clear(); }
     int32_t batch() const { return batch_; }

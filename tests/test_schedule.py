@@ -416,8 +416,12 @@ def test_useless_drafter_is_skipped_in_batched_rounds(models, target_model):
     """The random-weight DFlash head accepts ~nothing: each sequence's scheduler stops drafting for it."""
     with llamaspec.Batch(target_model, models["dflash"], n_seq=3, n_max=7, n_ctx=N_CTX, schedule="confidence") as b:
         results = b.generate(PROMPTS[:3], 200, ignore_eos=True)
+        state = b.scheduler_state(1)
     for result in results:
         assert (result.stats.proposed == 0).mean() > 0.8, result.stats.proposed
+    assert not state["drafting_on"]
+    # passes as long as a round of 3 sequences can make (3 x 8 tokens) were measured beyond one sequence's 1..8
+    assert len(state["verify_seconds"]) == 7 + 2 and state["pass_seconds"][-1][0] == 3 * 8
 
 
 def test_a_batched_sequence_pays_its_share_of_the_pass():

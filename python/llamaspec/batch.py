@@ -234,6 +234,12 @@ class Batch:
         with self._lock:
             return self._engine.memory_info()
 
+    def scheduler_state(self, seq: int = 0) -> dict:
+        """Sequence ``seq``'s confidence scheduler, as :attr:`Generator.scheduler_state` (an empty dict for the
+        fixed schedule), with ``pass_seconds``: (tokens, seconds) of the longer passes batched rounds make."""
+        with self._lock:
+            return self._engine.scheduler_state(seq)
+
     # --- requests ------------------------------------------------------------------------------
     def submit(self, prompt: Prompt, max_tokens: int = 128, *, temperature: float = 0.0, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, seed: int = 0, ignore_eos: bool = False,

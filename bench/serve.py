@@ -150,8 +150,11 @@ def main(argv=None) -> int:
                             print(f"{side} B={b} attempt {attempt} failed: {exc!r}\n{tail}", flush=True)
                             report.setdefault("failures", []).append({"side": side, "B": b, "pair": spec_type,
                                                                       "error": repr(exc)})
-                            if attempt == 2:
-                                raise
+            if len(runs["llamaspec"]) < args.repeats or len(runs["llama-server"]) < args.repeats:
+                # a side failed twice in some repeat (said above, and kept in the report): no ratio for this B
+                report["rows"].append({"model": name, "spec_type": spec_type, "B": b, "failed": True})
+                print(f"{name} {spec_type:12s} B={b:2d}: not compared (a server failed twice)", flush=True)
+                continue
             ours, theirs = summarize(runs["llamaspec"]), summarize(runs["llama-server"])
             ratio = statistics.median(o["tok_s"] / t["tok_s"] for o, t in zip(runs["llamaspec"], runs["llama-server"]))
             row = {"model": name, "spec_type": spec_type, "B": b, "llamaspec": ours, "llama_server": theirs,
@@ -184,11 +187,18 @@ def markdown(report: dict, argv) -> str:
              "TTFT p50 / p99 ms (llama-server) | ITL p50 / p99 ms (ours) | ITL p50 / p99 ms (llama-server) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
+        if r.get("failed"):
+            lines.append(f"| {r['model']} | {r['spec_type']} | {r['B']} | not compared: a server failed twice "
+                         "(see the report's failures) | | | | | | |")
+            continue
         o, t = r["llamaspec"], r["llama_server"]
         lines.append(f"| {r['model']} | {r['spec_type']} | {r['B']} | {o['tok_s']:.1f} | {t['tok_s']:.1f} | "
                      f"{r['tok_s_ratio']:.2f}x | {o['ttft_p50_ms']:.0f} / {o['ttft_p99_ms']:.0f} | "
                      f"{t['ttft_p50_ms']:.0f} / {t['ttft_p99_ms']:.0f} | {o['itl_p50_ms']:.1f} / {o['itl_p99_ms']:.1f} | "
                      f"{t['itl_p50_ms']:.1f} / {t['itl_p99_ms']:.1f} |")
+    for f in report.get("failures", []):
+        lines.append(f"\nA failed start or run (started again once): {f['side']}, {f['pair']}, B = {f['B']}: "
+                     f"`{f['error']}`")
     return "\n".join(lines) + "\n"
 
 

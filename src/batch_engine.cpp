@@ -533,7 +533,9 @@ std::vector<BatchEvent> BatchEngine::round() {
     }
     drafter_->draft_requested();
     if (!schedulers_.empty()) {
-        schedulers_[0]->observe_catch_up(drafter_->last_catch_up_tokens(), drafter_->last_catch_up_seconds());
+        for (auto & scheduler : schedulers_) {  // what the drafter spent reading deferred input is not drafting
+            scheduler->observe_catch_up(drafter_->last_catch_up_tokens(), drafter_->last_catch_up_seconds());
+        }
         for (llama_seq_id seq : running) {  // the schedule may verify fewer than were drafted
             slots_[seq].draft.resize(scheduler_for(seq)->verify_depth(slots_[seq].confidence));
         }

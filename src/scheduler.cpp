@@ -386,7 +386,7 @@ void Scheduler::observe_pass(int32_t total_tokens, double seconds) {
 
 void Scheduler::observe_catch_up(int32_t n_tokens, double seconds) {
     costs_.observe_catch_up(n_tokens, seconds);
-    catch_up_seconds_ = seconds;
+    catch_up_seconds_ = seconds / costs_.batch();  // observe() takes a sequence's share of the round's seconds
 }
 
 }  // namespace llamaspec

@@ -133,7 +133,8 @@ public:
     // After verification: learn from what the round did.
     void observe(const std::vector<float> & confidence, int32_t n_verified, int32_t n_accepted, int32_t n_emitted,
                  double draft_seconds, double verify_seconds);
-    // (before observe) the draft model caught up on n_tokens deferred tokens in `seconds` this round
+    // (before observe) the draft model caught up on n_tokens deferred tokens in `seconds` this round (in a batch:
+    // every sequence's, the whole round's seconds)
     void observe_catch_up(int32_t n_tokens, double seconds);
 
     // Batched rounds: before plan(), the number of sequences that share this round's pass (costs become a

@@ -99,7 +99,9 @@ CostModel BatchEngine::measure_costs() {
     ctx_tgt_->decode(batch_, "the prompt");
     drafter_->process(batch_);
     const llama_pos n_past = n_prompt;
-    for (int32_t n_tokens = 1; n_tokens <= n_max_ + 1; ++n_tokens) {
+    // the fastest of kCostRepeats - 1 passes over n_tokens after the prompt, each taken back (by a checkpoint
+    // where a recurrent state cannot step back that far)
+    auto best_pass_seconds = [&](int32_t n_tokens) {
         double best = INFINITY;
         for (int rep = 0; rep < kCostRepeats; ++rep) {
             batch_.clear();
@@ -115,28 +117,17 @@ CostModel BatchEngine::measure_costs() {
                 best = std::min(best, seconds);
             }
         }
-        costs.set_verify(n_tokens, best);
+        return best;
+    };
+    for (int32_t n_tokens = 1; n_tokens <= n_max_ + 1; ++n_tokens) {
+        costs.set_verify(n_tokens, best_pass_seconds(n_tokens));
     }
     // batched rounds: passes over up to every sequence's n_max + 1 tokens, at lengths 1.5x apart
     const int32_t longest = std::min<int32_t>({n_seq() * (n_max_ + 1), n_ctx_ - n_prompt - 2,
                                                (int32_t) llama_n_batch(ctx_tgt_->get())});
     for (int32_t n_tokens = n_max_ + 1; n_tokens < longest;) {
         n_tokens = std::min(longest, (int32_t) std::ceil(n_tokens * 1.5));
-        double best = INFINITY;
-        for (int rep = 0; rep < kCostRepeats; ++rep) {
-            batch_.clear();
-            for (int32_t k = 0; k < n_tokens; ++k) {
-                batch_.add(prompt[k % n_prompt], n_past + k, 0, true);
-            }
-            const int64_t t0 = ggml_time_us();
-            ctx_tgt_->decode(batch_, "a cost-measurement batch");
-            const double seconds = seconds_since(t0);
-            ctx_tgt_->trim(0, n_past);
-            if (rep > 0) {
-                best = std::min(best, seconds);
-            }
-        }
-        costs.set_pass(n_tokens, best);
+        costs.set_pass(n_tokens, best_pass_seconds(n_tokens));
     }
     // the passes above went where the first token would: draft after the prompt's first token
     if (drafter_->sequential()) {

@@ -399,6 +399,21 @@ def test_scheduled_batch_greedy_equals_target(models, target_model, reference, m
         assert (result.stats.proposed <= n_max).all()
 
 
+@pytest.mark.parametrize("target,draft,spec_type", [("qwen35_target", "qwen35_draft", "draft-simple"),
+                                                     ("qwen35moe_target", None, "ngram-mod")])
+def test_scheduled_batch_on_hybrid_targets(hybrid_models, target, draft, spec_type):
+    """Cost passes longer than a recurrent state's snapshots reach are taken back by checkpoints; output equals
+    each prompt's plain greedy decoding."""
+    prompts = PROMPTS * 2
+    with llamaspec.Generator(hybrid_models[target], spec_type="none", n_ctx=256) as plain:
+        expected = [plain.generate(p, 24, ignore_eos=True).tokens for p in prompts]
+    with llamaspec.Batch(hybrid_models[target], hybrid_models[draft] if draft else None, n_seq=3, n_max=4,
+                         spec_type=spec_type, n_ctx=256, ngram_size_n=2, schedule="confidence") as batch:
+        results = batch.generate(prompts, 24, ignore_eos=True)
+        assert batch.scheduler_state(2)["pass_seconds"]  # the batched lengths were measured
+    assert [r.tokens for r in results] == expected
+
+
 def test_generate_batch_keeps_the_generators_schedule(models, target_model, reference):
     with llamaspec.Generator(target_model, models["target"], n_max=4, spec_type="draft-simple", n_ctx=N_CTX,
                              schedule="confidence") as gen:

@@ -495,15 +495,16 @@ std::vector<BatchEvent> BatchEngine::round() {
         for (auto & scheduler : schedulers_) {
             scheduler->set_batch(n_running);
         }
+        const int32_t n_pending = drafter_->n_pending();
         if (schedule_per_batch_) {  // one block length (or none) for every sequence
             const int32_t limit = *std::max_element(n_draft_max.begin(), n_draft_max.end());
-            const int32_t planned = schedulers_[0]->plan(limit, drafter_->n_pending());
+            const int32_t planned = schedulers_[0]->plan(limit, n_pending);
             for (llama_seq_id seq : running) {
                 n_draft_max[seq] = std::min(n_draft_max[seq], planned);
             }
         } else {
             for (llama_seq_id seq : running) {
-                n_draft_max[seq] = scheduler_for(seq)->plan(n_draft_max[seq], drafter_->n_pending());
+                n_draft_max[seq] = scheduler_for(seq)->plan(n_draft_max[seq], n_pending);
             }
         }
     }

@@ -82,7 +82,7 @@ public:
         if (seq < 0 || seq >= n_seq()) {
             throw std::out_of_range("sequence " + std::to_string(seq) + " is out of range");
         }
-        return schedulers_.empty() ? nullptr : schedulers_[schedule_per_batch_ ? 0 : seq].get();
+        return scheduler_for(seq);
     }
 
     // Queue a request (checked now; its prompt is decoded at the next step(), less the prefix its
@@ -180,7 +180,7 @@ private:
     // the confidence schedule: one scheduler per sequence, or one for the whole batch (schedule_per_batch_)
     std::vector<std::unique_ptr<Scheduler>> schedulers_;
     bool schedule_per_batch_ = false;
-    Scheduler * scheduler_for(llama_seq_id seq) {
+    Scheduler * scheduler_for(llama_seq_id seq) const {
         return schedulers_.empty() ? nullptr : schedulers_[schedule_per_batch_ ? 0 : seq].get();
     }
     common_batch batch_;

@@ -33,19 +33,19 @@ void Engine::start(const std::vector<llama_token> & prompt, const SamplingParams
         // the previous generation ends here whatever its state; its cache serves the new prompt's prefix
         rounds_engine_.abandon(request_);
         rounds_engine_.release(request_);
-        request_ = -1;
     }
     started_ = false;
-    pending_.clear();
+    first_.reset();
     generated_.clear();
     stop_reason_ = StopReason::None;
     request_ = rounds_engine_.submit(request);  // checks the prompt and the sampling parameters
-    pending_ = rounds_engine_.step();            // the prompt's pass and the first token
-    if (!pending_.empty() && pending_[0].stop_reason == StopReason::Cancelled) {
-        pending_.clear();
+    // the prompt's pass and the first token (one event: the one request)
+    BatchEvent first = std::move(rounds_engine_.step().at(0));
+    if (first.stop_reason == StopReason::Cancelled) {
         stop_reason_ = StopReason::Cancelled;  // not started: run() refuses until the next start()
         return;
     }
+    first_ = std::move(first);
     started_ = true;
 }
 
@@ -63,9 +63,9 @@ std::vector<llama_token> Engine::run(int32_t max_new_tokens, int32_t max_rounds,
     rounds_engine_.set_limits(request_, max_new_tokens, ignore_eos);
     const size_t first = generated_.size();
     for (int32_t r = 0; (max_rounds <= 0 || r < max_rounds) && stop_reason_ == StopReason::None; ++r) {
-        if (!pending_.empty()) {  // the first token, sampled when the prompt was read
-            take(pending_[0]);
-            pending_.clear();
+        if (first_) {  // the first token, sampled when the prompt was read
+            take(*first_);
+            first_.reset();
             continue;
         }
         if ((int32_t) generated_.size() >= max_new_tokens) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,7 +67,7 @@ private:
     BatchEngine rounds_engine_;  // one sequence
     int64_t request_ = -1;       // the current generation's request (running or finished)
     bool started_ = false;       // run() may make rounds
-    std::vector<BatchEvent> pending_;  // the first token's event, sampled by start(), returned by run()
+    std::optional<BatchEvent> first_;  // the first token's event, sampled by start(), returned by run()
     std::vector<llama_token> generated_;
     StopReason stop_reason_ = StopReason::None;
     std::function<bool()> interrupted_;

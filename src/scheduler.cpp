@@ -112,7 +112,7 @@ void CostModel::observe_pass(int32_t total_tokens, double seconds) {
         return;
     }
     if (total_tokens <= n_max() + 1) {
-        blend(verify_[total_tokens], seconds, kCostSmoothing);
+        observe_verify(total_tokens, seconds);
         return;
     }
     if (wide_passes_.empty()) {

@@ -9,6 +9,8 @@ Reported per type: milliseconds, cost(n) / cost(1) of each mode (cost(1) of the 
     python bench/kernels.py [--types q8_0,q5_0,q4_0,q6_K] [--rows 16384] [--k 4096] [--threads 2]
     python bench/kernels.py --switch wide --types q8_0@CPU_ROWS8,q4_K@CPU_ROWS8,...   # CPU_ROWS8: 8-row passes
                                                       # (off) against 16-row AVX-512 passes (on); the same bits
+    python bench/kernels.py --switch long --types q8_0@CPU_ROWS8,...   # CPU_ROWS8: passes of up to 8 columns (off)
+                                                      # against up to 16 (on, AVX-512); the same bits
 
 Writes bench/results/kernels/kernels.json and kernels.md.
 """
@@ -33,7 +35,7 @@ TYPES = ["q8_0", "q8_0@CPU_ROWS8", "q5_0", "q5_0@CPU_ROWS8", "q4_0@CPU_REPACK", 
          "q4_K@CPU_ROWS8", "q4_K", "q5_K", "q5_K@CPU_ROWS8"]
 
 
-SWITCHES = {"multidot": llamaspec.set_multidot, "wide": _core.set_rows8_wide}
+SWITCHES = {"multidot": llamaspec.set_multidot, "wide": _core.set_rows8_wide, "long": _core.set_rows8_long_passes}
 
 
 def measure_type(spec: str, rows: int, k: int, threads: int, ns: list, repeats: int, runs: int,
@@ -84,9 +86,11 @@ def summary(report: dict) -> list:
 
 
 def wide_summary(report: dict) -> list:
-    """CPU_ROWS8 per type: 8 rows per 256-bit vector (off) -> 16 rows per 512-bit vector (on)."""
-    ns = [n for n in (1, 2, 4, 8, 9, 16) if all(n in {r["n"] for r in t["by_n"]} for t in report["types"])]
-    lines = ["## Summary: CPU_ROWS8, 8-row passes -> 16-row passes (ms, and off/on)", "",
+    """CPU_ROWS8 per type, off -> on: 8 rows per 256-bit vector -> 16 per 512-bit (wide), or passes of up to 8
+    columns -> up to 16 (long)."""
+    ns = [n for n in (1, 2, 4, 8, 9, 12, 16) if all(n in {r["n"] for r in t["by_n"]} for t in report["types"])]
+    what = "passes of up to 8 columns -> up to 16" if report.get("switch") == "long" else "8-row passes -> 16-row passes"
+    lines = [f"## Summary: CPU_ROWS8, {what} (ms, and off/on)", "",
              "| type | " + " | ".join(f"n = {n}" for n in ns) + " |", "|---|" + "---|" * len(ns)]
     for t in report["types"]:
         by_n = {r["n"]: r for r in t["by_n"]}
@@ -104,6 +108,19 @@ def markdown(report: dict) -> str:
             f"{report['repeats']} interleaved repeats (off/on order alternating), median of per-repeat best of "
             f"{report['runs']} runs. Off = 8 rows per 256-bit vector, on = 16 rows per 512-bit vector "
             "(`_core.set_rows8_wide`); both give the same bits (tests/test_kernels.py).",
+            "",
+        ]
+        lines += wide_summary(report)
+        return "\n".join(lines + table_lines(report))
+    if report.get("switch") == "long":
+        lines = [
+            "# CPU_ROWS8: passes of up to 8 columns against up to 16",
+            "",
+            f"`python bench/kernels.py {report['args']}` on {report['cpu']}, {report['threads']} threads, "
+            f"{report['repeats']} interleaved repeats (off/on order alternating), median of per-repeat best of "
+            f"{report['runs']} runs. Off = at most 8 columns per pass over the weights (9-16 columns: two passes), "
+            "on = up to 16 in one pass (`_core.set_rows8_long_passes`, AVX-512 builds); both give the same bits "
+            "(tests/test_kernels.py).",
             "",
         ]
         lines += wide_summary(report)
@@ -151,7 +168,8 @@ def main(argv=None) -> int:
     parser.add_argument("--ns", default=",".join(str(n) for n in range(1, 17)))
     parser.add_argument("--out", default="kernels", help="result file stem in bench/results/kernels/")
     parser.add_argument("--switch", default="multidot", choices=sorted(SWITCHES),
-                        help="what off/on toggles: llama.cpp's kernels vs ours, or CPU_ROWS8's 8 vs 16-row passes")
+                        help="what off/on toggles: llama.cpp's kernels vs ours, CPU_ROWS8's 8 vs 16-row passes (wide), "
+                             "or its passes of up to 8 vs 16 columns (long)")
     args = parser.parse_args(argv)
     ns = [int(n) for n in args.ns.split(",")]
     if ns[0] != 1:

@@ -227,6 +227,26 @@ void bind_kernels(nb::module_ & m) {
     m.def("set_rows8_wide", [](bool on) { ggml_cpu_set_rows8_wide(on); }, "on"_a,
           "Process-wide: CPU_ROWS8 computes 16 rows per 512-bit vector where the build has AVX-512 VNNI (same bits).");
     m.def("get_rows8_wide", [] { return ggml_cpu_get_rows8_wide(); });
+    m.def("set_rows8_long_passes", [](bool on) { ggml_cpu_set_rows8_long_passes(on); }, "on"_a,
+          "Process-wide: CPU_ROWS8 takes up to 16 columns per pass over the weights where the build has AVX-512, "
+          "else 8 (same bits).");
+    m.def("get_rows8_long_passes", [] { return ggml_cpu_get_rows8_long_passes(); });
+
+    m.def("quantize_q8_K", [](nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> x, bool rows8) {
+        const int64_t k = (int64_t) x.shape(0);
+        if (k == 0 || k % 256 != 0) {
+            throw std::invalid_argument("the length must be a positive multiple of 256");
+        }
+        std::string out(ggml_row_size(GGML_TYPE_Q8_K, k), '\0');
+        if (rows8) {
+            ggml_cpu_rows8_quantize_q8_K(x.data(), out.data(), k);
+        } else {
+            ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float(x.data(), out.data(), k);
+        }
+        return nb::bytes(out.data(), out.size());
+    }, "x"_a, "rows8"_a,
+       "x (float32, a multiple of 256 long) as Q8_K blocks: ggml's from_float, or (rows8) the quantizer of CPU_ROWS8's "
+       "K-quant kernels, which must write the same bytes.");
 
     m.def("mul_mat", [](const std::string & type_name, f32_matrix w, f32_matrix x, int n_threads,
                         const std::string & layout) {

@@ -33,6 +33,7 @@ def restore_switches():
     llamaspec.set_multidot(True)
     llamaspec.set_batch_invariant(True)
     _core.set_rows8_wide(True)
+    _core.set_rows8_long_passes(True)
 
 
 def operands(weight_type: str, rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -131,7 +132,8 @@ def test_repacked_weights(weight_type, layout):
 @pytest.mark.parametrize("weight_type", ["q8_0", "q5_0", "q4_0", "q4_K", "q5_K", "q6_K"])
 def test_rows8_widths_give_the_same_bits(weight_type):
     """CPU_ROWS8 computes 16 rows per 512-bit vector where the build has AVX-512 VNNI and 8 per 256-bit vector
-    otherwise (or with the switch off): every width, column count and thread count gives the same bits. 40 and
+    otherwise (or with the switch off), and up to 16 columns per pass over the weights with AVX-512 (8 otherwise, or
+    with that switch off): every width, pass length, column count and thread count gives the same bits. 40 and
     264 rows: pairs of 8-row groups and a group left over."""
     if not layout_available(weight_type, "CPU_ROWS8"):
         assert not cpu_has_vnni(), "CPU_ROWS8 is missing on a CPU with VNNI"
@@ -142,13 +144,18 @@ def test_rows8_widths_give_the_same_bits(weight_type):
         for wide in (False, True):
             _core.set_rows8_wide(wide)
             assert _core.get_rows8_wide() == wide
-            for n_threads in (1, 2):
-                for n in (1, 5, 8, 9, 16):
-                    results[(wide, n_threads, n)] = bits(_core.mul_mat(weight_type, w, x[:n], n_threads, "CPU_ROWS8"))
-        first = {n: results[(False, 1, n)] for n in (1, 5, 8, 9, 16)}
-        for (wide, n_threads, n), out in results.items():
-            assert (out == first[n]).all(), f"{weight_type}, {rows} rows, {n} columns, wide {wide}, {n_threads} threads"
-            assert (out == first[16][:n]).all(), f"{weight_type}: {n} columns differ from the first {n} of 16"
+            for long in (False, True):
+                _core.set_rows8_long_passes(long)
+                assert _core.get_rows8_long_passes() == long
+                for n_threads in (1, 2):
+                    for n in (1, 5, 8, 9, 16, 17):
+                        out = _core.mul_mat(weight_type, w, x[:n], n_threads, "CPU_ROWS8")
+                        results[(wide, long, n_threads, n)] = bits(out)
+        first = {n: results[(False, False, 1, n)] for n in (1, 5, 8, 9, 16, 17)}
+        for (wide, long, n_threads, n), out in results.items():
+            assert (out == first[n]).all(), (f"{weight_type}, {rows} rows, {n} columns, wide {wide}, long passes "
+                                             f"{long}, {n_threads} threads")
+            assert (out == first[17][:n]).all(), f"{weight_type}: {n} columns differ from the first {n} of 17"
 
 
 def test_the_check_sees_a_difference_when_there_is_one():
@@ -174,3 +181,41 @@ def test_bad_input_raises():
         _core.MatMulTimer("q8_0", 0, 64)
     with pytest.raises(ValueError, match="layout"):
         _core.mul_mat("q8_0", w, x, 1, "CPU_NOSUCH")
+
+
+def test_rows8_column_quantizer_writes_what_ggml_writes():
+    """CPU_ROWS8's K-quant kernels quantize their columns to Q8_K with their own (SIMD) code: byte for byte what
+    ggml's from_float writes, for plain values, ties in magnitude of either sign (the first one decides the
+    scale's sign), exact halves (rounded to even), zero blocks, tiny and huge values, NaN and infinity."""
+    rng = np.random.default_rng(5)
+    blocks = [rng.standard_normal(256) for _ in range(8)]
+    tie = rng.standard_normal(256)
+    tie[[3, 200]] = [-4.0, 4.0]  # equal magnitude, the negative first
+    blocks.append(tie)
+    tie2 = tie.copy()
+    tie2[[3, 200]] = [4.0, -4.0]
+    blocks.append(tie2)
+    halves = (rng.integers(-254, 255, 256) / 2).astype(np.float64)  # k + 0.5 after scaling by -127 / -127
+    halves[0] = -127.0
+    blocks.append(halves)
+    blocks.append(np.zeros(256))
+    blocks.append(rng.standard_normal(256) * 1e-30)
+    blocks.append(rng.standard_normal(256) * 1e30)
+    one = np.zeros(256)
+    one[77] = -2.5
+    blocks.append(one)
+    nan = rng.standard_normal(256)
+    nan[10] = np.nan
+    blocks.append(nan)
+    inf = rng.standard_normal(256)
+    inf[20] = np.inf
+    blocks.append(inf)
+    x = np.concatenate(blocks).astype(np.float32)
+    for n_blocks in (1, 3, len(blocks)):
+        part = np.ascontiguousarray(x[:256 * n_blocks])
+        assert _core.quantize_q8_K(part, rows8=True) == _core.quantize_q8_K(part, rows8=False)
+    for start in range(len(blocks)):
+        part = np.ascontiguousarray(x[256 * start:256 * (start + 1)])
+        assert _core.quantize_q8_K(part, rows8=True) == _core.quantize_q8_K(part, rows8=False), f"block {start}"
+    with pytest.raises(ValueError):
+        _core.quantize_q8_K(np.zeros(100, np.float32), rows8=True)

@@ -491,9 +491,9 @@ std::vector<BatchEvent> BatchEngine::round() {
     }
     const int32_t n_running = (int32_t) running.size();
     if (!schedulers_.empty()) {
-        // each sequence's draft is priced at its share of the round's pass
+        // each sequence's draft is priced at its share of the round's pass (CostModel::verify)
         for (auto & scheduler : schedulers_) {
-            scheduler->set_batch(n_running);
+            scheduler->set_batch(n_running, !schedule_per_batch_);
         }
         const int32_t n_pending = drafter_->n_pending();
         if (schedule_per_batch_) {  // one block length (or none) for every sequence
@@ -570,7 +570,12 @@ std::vector<BatchEvent> BatchEngine::round() {
         slot.id_last = accepted[r].back();
     }
     const double verify_s = seconds_since(t_verify);
-    if (n_running > 1) {  // (a lone sequence's scheduler learns its pass in observe())
+    // (a lone sequence's scheduler learns its pass in observe()); a round whose sequences verified different
+    // numbers of tokens ran as several ubatches (CostModel::verify), not as one pass over its tokens
+    const bool one_ubatch = std::all_of(running.begin(), running.end(), [&](llama_seq_id seq) {
+        return slots_[seq].draft.size() == slots_[running[0]].draft.size();
+    });
+    if (n_running > 1 && one_ubatch) {
         for (auto & scheduler : schedulers_) {
             scheduler->observe_pass(n_verified_total, verify_s);
         }

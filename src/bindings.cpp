@@ -495,8 +495,9 @@ NB_MODULE(_core, m) {
              "passes"_a = std::vector<std::pair<int32_t, double>>(),
              "verify_seconds[i]: seconds of a target pass over i + 1 tokens, i = 0..n_max; passes: (total tokens, "
              "seconds) of longer passes, as batched rounds make (interpolated between).")
-        .def("set_batch", &Scheduler::set_batch, "n_sequences"_a,
-             "The sequences that share the next round's pass: each one's tokens are priced at its share of it.")
+        .def("set_batch", &Scheduler::set_batch, "n_sequences"_a, "own_depth"_a = false,
+             "The sequences that share the next round's pass: each one's tokens are priced at its share of it. "
+             "own_depth: each sequence picks its own depth, and tokens beyond the others' take a pass of their own.")
         .def("observe_pass", &Scheduler::observe_pass, "total_tokens"_a, "seconds"_a)
         .def("verify_cost", [](const Scheduler & s, int32_t n_tokens) { return s.costs().verify(n_tokens); },
              "n_tokens"_a, "A sequence's share of a round's pass when it verifies n_tokens (at the current batch).")

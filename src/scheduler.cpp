@@ -327,6 +327,10 @@ void Scheduler::observe(const std::vector<float> & confidence, int32_t n_verifie
         draft_seconds = verify_seconds = 0.0;  // decisions from the given costs only
     } else if (costs_.batch() == 1) {  // a batch's pass is observed once per round (observe_pass)
         costs_.observe_verify(n_verified + 1, verify_seconds);
+    } else if (costs_.own_depth()) {
+        // tokens verified beyond the other sequences' took a pass of their own, which the round's share (the
+        // round's time over its sequences) spreads over all of them: the sequence pays what its depth cost
+        verify_seconds = costs_.verify(n_verified + 1);
     }
     if (sequential_ && !confidence.empty() && !costs_frozen_) {
         costs_.observe_draft_step((draft_seconds - catch_up_seconds_) / (double) confidence.size());

@@ -460,3 +460,21 @@ def test_a_batched_sequence_pays_its_share_of_the_pass():
     for _ in range(50):
         flat.observe_pass(16, 2.0)
     assert flat.verify_cost(4) == pytest.approx(0.5, rel=0.02)
+
+
+def test_a_sequence_drafting_alone_in_a_batch_pays_a_pass_of_its_own():
+    """Per-sequence depths in a batched round: llama.cpp puts as many tokens of every sequence into one ubatch
+    (one cache stream per sequence), so the tokens one sequence verifies beyond the others' go through a pass of
+    their own. Memory-bound passes (the same time for 1..20 tokens) made drafting look free at a sequence's
+    share of one long pass; priced as that extra pass, a draft of confidence 0.95 no longer pays in a round of
+    4, while a lone sequence still drafts it."""
+    passes = [(8, 1.0), (16, 1.0), (20, 1.0)]
+    sched = drafting(_core.Scheduler(flat_costs(4, 0.0), passes=passes), 4)
+    assert sched.verify_depth([0.95, 0.95]) == 2
+    sched.set_batch(4, own_depth=True)
+    assert sched.verify_cost(1) == pytest.approx(0.25)
+    assert sched.verify_cost(3) == pytest.approx(0.25 + 1.0)  # its share of the round, and a pass of 2 tokens
+    assert sched.verify_depth([0.95, 0.95]) == 0
+    sched.set_batch(4)  # every sequence at one depth: one pass, shared
+    assert sched.verify_cost(3) == pytest.approx(0.25)
+    assert sched.verify_depth([0.95, 0.95]) == 2

@@ -85,12 +85,20 @@ def summary(report: dict) -> list:
     return lines + [""]
 
 
-def wide_summary(report: dict) -> list:
-    """CPU_ROWS8 per type, off -> on: 8 rows per 256-bit vector -> 16 per 512-bit (wide), or passes of up to 8
-    columns -> up to 16 (long)."""
+# CPU_ROWS8's A/B switches: (title, summary heading, what off and on are)
+ROWS8_SWITCHES = {
+    "wide": ("8-row (256-bit) against 16-row (512-bit) passes", "8-row passes -> 16-row passes",
+             "Off = 8 rows per 256-bit vector, on = 16 rows per 512-bit vector (`_core.set_rows8_wide`)"),
+    "long": ("passes of up to 8 columns against up to 16", "passes of up to 8 columns -> up to 16",
+             "Off = at most 8 columns per pass over the weights (9-16 columns: two passes), on = up to 16 in one "
+             "pass (`_core.set_rows8_long_passes`, AVX-512 builds)"),
+}
+
+
+def switch_summary(report: dict) -> list:
+    """CPU_ROWS8 per type, off -> on, for one of ROWS8_SWITCHES."""
     ns = [n for n in (1, 2, 4, 8, 9, 12, 16) if all(n in {r["n"] for r in t["by_n"]} for t in report["types"])]
-    what = "passes of up to 8 columns -> up to 16" if report.get("switch") == "long" else "8-row passes -> 16-row passes"
-    lines = [f"## Summary: CPU_ROWS8, {what} (ms, and off/on)", "",
+    lines = [f"## Summary: CPU_ROWS8, {ROWS8_SWITCHES[report['switch']][1]} (ms, and off/on)", "",
              "| type | " + " | ".join(f"n = {n}" for n in ns) + " |", "|---|" + "---|" * len(ns)]
     for t in report["types"]:
         by_n = {r["n"]: r for r in t["by_n"]}
@@ -100,30 +108,17 @@ def wide_summary(report: dict) -> list:
 
 
 def markdown(report: dict) -> str:
-    if report.get("switch") == "wide":
+    if report.get("switch") in ROWS8_SWITCHES:
+        title, _, off_on = ROWS8_SWITCHES[report["switch"]]
         lines = [
-            "# CPU_ROWS8: 8-row (256-bit) against 16-row (512-bit) passes",
+            f"# CPU_ROWS8: {title}",
             "",
             f"`python bench/kernels.py {report['args']}` on {report['cpu']}, {report['threads']} threads, "
             f"{report['repeats']} interleaved repeats (off/on order alternating), median of per-repeat best of "
-            f"{report['runs']} runs. Off = 8 rows per 256-bit vector, on = 16 rows per 512-bit vector "
-            "(`_core.set_rows8_wide`); both give the same bits (tests/test_kernels.py).",
+            f"{report['runs']} runs. {off_on}; both give the same bits (tests/test_kernels.py).",
             "",
         ]
-        lines += wide_summary(report)
-        return "\n".join(lines + table_lines(report))
-    if report.get("switch") == "long":
-        lines = [
-            "# CPU_ROWS8: passes of up to 8 columns against up to 16",
-            "",
-            f"`python bench/kernels.py {report['args']}` on {report['cpu']}, {report['threads']} threads, "
-            f"{report['repeats']} interleaved repeats (off/on order alternating), median of per-repeat best of "
-            f"{report['runs']} runs. Off = at most 8 columns per pass over the weights (9-16 columns: two passes), "
-            "on = up to 16 in one pass (`_core.set_rows8_long_passes`, AVX-512 builds); both give the same bits "
-            "(tests/test_kernels.py).",
-            "",
-        ]
-        lines += wide_summary(report)
+        lines += switch_summary(report)
         return "\n".join(lines + table_lines(report))
     lines = [
         "# Few-column matmul kernels: one MUL_MAT per type and number of columns",

@@ -572,10 +572,12 @@ std::vector<BatchEvent> BatchEngine::round() {
     const double verify_s = seconds_since(t_verify);
     // (a lone sequence's scheduler learns its pass in observe()); a round whose sequences verified different
     // numbers of tokens ran as several ubatches (CostModel::verify), not as one pass over its tokens
-    const bool one_ubatch = std::all_of(running.begin(), running.end(), [&](llama_seq_id seq) {
-        return slots_[seq].draft.size() == slots_[running[0]].draft.size();
-    });
-    if (n_running > 1 && one_ubatch) {
+    const auto one_ubatch = [&] {
+        return std::all_of(running.begin(), running.end(), [&](llama_seq_id seq) {
+            return slots_[seq].draft.size() == slots_[running[0]].draft.size();
+        });
+    };
+    if (n_running > 1 && !schedulers_.empty() && one_ubatch()) {
         for (auto & scheduler : schedulers_) {
             scheduler->observe_pass(n_verified_total, verify_s);
         }

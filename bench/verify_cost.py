@@ -112,6 +112,18 @@ def load_both(path: str) -> dict:
     return models
 
 
+def best_pass_seconds(ctx, tokens: list, context: int, runs: int) -> float:
+    """The fastest of ``runs`` passes of ``tokens`` (logits for each) after the first ``context`` cached tokens,
+    each rolled back afterwards."""
+    best = float("inf")
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        ctx.decode(tokens)
+        best = min(best, time.perf_counter() - t0)
+        ctx.trim(0, context)
+    return best
+
+
 def cost_curve(models: dict, threads: int, repeats: int, runs: int) -> dict:
     ctxs = {on: llamaspec.Context(m, n_ctx=max(1024, CONTEXT + 2*K_MAX), n_threads=threads) for on, m in models.items()}
     rng = np.random.default_rng(0)
@@ -125,14 +137,7 @@ def cost_curve(models: dict, threads: int, repeats: int, runs: int) -> dict:
         for k in range(1, K_MAX + 1):
             for on in ((False, True) if rep % 2 == 0 else (True, False)):
                 set_switch(on)
-                ctx = ctxs[on]
-                best = float("inf")
-                for _ in range(runs):
-                    t0 = time.perf_counter()
-                    ctx.decode(tokens[CONTEXT:CONTEXT + k])
-                    best = min(best, time.perf_counter() - t0)
-                    ctx.trim(0, CONTEXT)
-                seconds[(k, on)].append(best)
+                seconds[(k, on)].append(best_pass_seconds(ctxs[on], tokens[CONTEXT:CONTEXT + k], CONTEXT, runs))
     set_switch(True)
     del ctxs
     med = {key: statistics.median(v) for key, v in seconds.items()}

@@ -1,5 +1,5 @@
 """Where CPU_ROWS8's 512-bit (16-row) passes start to pay, measured on whole models as they stream their weights
-from memory: the build's thresholds (off) against ``GGML_CPU_ROWS8_WIDE_MIN=<n>`` (on), in alternating processes.
+from memory: the build's thresholds (off) against ``GGML_CPU_ROWS8_WIDE_MIN=<n>`` (on, ``--on``), in alternating processes.
 ``--env NAME --on V [--off W]`` compares another start-up switch the same way (off: unset, or W).
 
 bench/kernels.py --switch wide times one matrix over and over, and on a CPU with a large L3 cache (the Intel
@@ -11,7 +11,7 @@ For each model and repeat, one process per setting (order alternating per repeat
 best of ``--runs`` `Context.decode` passes of k tokens (logits for each) for every k in ``--ks``. Medians over
 repeats; ratios off / on (> 1: the forced threshold is faster).
 
-    python bench/wide_min.py [--models gemma,qwen3-q4_k_m,qwen3-q5_k_m,qwen3-q8_0] [--wide-min 1] [--ks 1,2,3,4,9]
+    python bench/wide_min.py [--models gemma,qwen3-q4_k_m,qwen3-q5_k_m,qwen3-q8_0] [--on 1] [--ks 1,2,3,4,9]
     python bench/wide_min.py --env GGML_CPU_ROWS8_Q4K_FLOAT --off 0 --on 1 --models qwen3-q4_k_m --ks 1,4,9,16
 
 Writes bench/results/kernels/<out>.json and .md (default wide_min).
@@ -34,23 +34,16 @@ CONTEXT = 128
 
 # one setting's measurement, in a process of its own (the threshold is read once per process)
 CHILD = r"""
-import json, sys, time
+import json, sys
 import numpy as np
 import llamaspec
+sys.path.insert(0, sys.argv[6])
+from verify_cost import best_pass_seconds
 path, ks, runs, threads, context = sys.argv[1], [int(k) for k in sys.argv[2].split(",")], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 ctx = llamaspec.Context(path, n_ctx=1024, n_threads=threads)
 tokens = np.random.default_rng(0).integers(10, min(5000, ctx.model.n_vocab), size=context + max(ks)).tolist()
 ctx.decode(tokens[:context], logits=False)
-out = {}
-for k in ks:
-    best = float("inf")
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        ctx.decode(tokens[context:context + k])
-        best = min(best, time.perf_counter() - t0)
-        ctx.trim(0, context)
-    out[k] = best
-print(json.dumps(out))
+print(json.dumps({k: best_pass_seconds(ctx, tokens[context:context + k], context, runs) for k in ks}))
 """
 
 
@@ -61,7 +54,7 @@ def measure(path: str, ks: list, runs: int, threads: int, name: str, value: str 
     if value is not None:
         env[name] = value
     done = subprocess.run([sys.executable, "-c", CHILD, path, ",".join(map(str, ks)), str(runs), str(threads),
-                           str(CONTEXT)], env=env, capture_output=True, text=True, check=True)
+                           str(CONTEXT), str(HERE)], env=env, capture_output=True, text=True, check=True)
     return {int(k): v for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
 
 
@@ -88,9 +81,8 @@ def markdown(report: dict) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="gemma,qwen3-q4_k_m,qwen3-q5_k_m,qwen3-q8_0")
-    parser.add_argument("--wide-min", type=int, default=1, help="the threshold forced on the 'on' side")
     parser.add_argument("--env", default="GGML_CPU_ROWS8_WIDE_MIN", help="the start-up switch compared")
-    parser.add_argument("--on", default=None, help="its value on the 'on' side (default: --wide-min)")
+    parser.add_argument("--on", default="1", help="its value on the 'on' side (default 1: 16-row passes from one column)")
     parser.add_argument("--off", default=None, help="its value on the 'off' side (default: unset)")
     parser.add_argument("--ks", default="1,2,3,4,9")
     parser.add_argument("-t", "--threads", type=int, default=2)
@@ -105,8 +97,8 @@ def main(argv=None) -> int:
     ks = [int(k) for k in args.ks.split(",")]
     t0 = time.time()
     report = {"args": " ".join(sys.argv[1:] if argv is None else argv), "cpu": cpu_name(), "threads": args.threads,
-              "repeats": args.repeats, "runs": args.runs, "wide_min": args.wide_min, "env": args.env,
-              "on": args.on if args.on is not None else str(args.wide_min), "off": args.off, "models": {}}
+              "repeats": args.repeats, "runs": args.runs, "env": args.env, "on": args.on, "off": args.off,
+              "models": {}}
     for name in args.models.split(","):
         path = model_path(name, args.threads)
         seconds = {(k, on): [] for k in ks for on in (False, True)}

@@ -12,7 +12,8 @@
 // the tokens plain decoding would have made in its measured time; not its outcome, which is one
 // token or several and, averaged over a few rounds, switched off drafters that paid on average.
 // While off, probes are backed off exponentially and spaced so that their extra work costs at most
-// 1% of the time (and the drafter's reading of the skipped tokens at most 5%).
+// 1% of the time (and the drafter's reading of the skipped tokens at most 5%), unless the text's running
+// acceptance at each position says a round pays: then every other round probes.
 #pragma once
 
 #include <cstdint>
@@ -134,7 +135,8 @@ public:
     // probes if what the drafter must first read (the prompt) costs at most 2% of the generation's
     // plain-decoding time (max_tokens; 0 = unknown: then as any probe). What the last prompts taught
     // about each position's acceptance counts as a few tokens' evidence only (costs and the confidence
-    // bins' calibration are kept whole).
+    // bins' calibration are kept whole), and starts the new text drafting when by it a round pays (and
+    // reading the prompt is as cheap as that first probe).
     void begin_generation(int32_t max_tokens = 0);
     // Before drafting: the most tokens to draft this round, 0 to skip drafting. n_pending: target
     // tokens the draft model must catch up on before it can draft (deferred draft-model input).
@@ -173,7 +175,9 @@ public:
 
 private:
     double rho0() const { return 1.0 / costs_.verify(1); }
-    int32_t block_length(int32_t limit) const;
+    // the round length (up to limit) whose expected tokens over plain decoding, net of its costs, are most,
+    // and that net, by each position's running acceptance rate
+    std::pair<int32_t, double> best_round(int32_t limit) const;
 
     CostModel costs_;
     AcceptanceCalibration calibration_;
@@ -181,6 +185,8 @@ private:
     // running expected net gain of drafted rounds, in tokens over plain decoding; drafting is on while > 0.
     // At first unknown: the first round is a probe.
     double gain_ = 0.0;
+    double prior_gain_ = 0.0;  // a new text's gain before its first round, by the last texts' acceptance
+    bool starting_ = false;    // the next plan() is a generation's first
     int32_t skipped_ = 0;   // rounds skipped since drafting was last tried
     double skipped_seconds_ = 0.0;
     int32_t backoff_ = 1;   // rounds to skip before the next probe

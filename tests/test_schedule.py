@@ -254,6 +254,30 @@ def test_a_new_generation_relearns_the_acceptance_quickly():
     assert rounds <= 4, rounds
 
 
+def test_a_new_generation_drafts_from_the_start_when_recent_texts_paid():
+    """What the last texts accepted at each position is a prior for a new one: it drafts from its first round,
+    and one round that loses (two tokens verified at 0.13 and 0.43) does not switch drafting off, as it did when
+    the first probe alone decided; rounds that keep losing do. A prompt dear to read keeps the first-probe path."""
+    sched = _core.Scheduler(flat_costs(4))
+    for _ in range(50):  # a text where the first two drafted tokens are always accepted
+        n = sched.plan(4)
+        sched.observe([0.9] * n, min(n, 2), min(n, 2), min(n, 2) + 1, 0.01, 1.1) if n else \
+            sched.observe([], 0, 0, 1, 0.0, 1.0)
+    assert sched.drafting_on
+    sched.observe_catch_up(10, 1.0)  # the drafter reads 0.1 s per skipped token
+    sched.begin_generation(100)  # a first probe may cost 2 s
+    assert not sched.drafting_on and sched.plan(4, 100) == 0  # 10 s to read the prompt: as any probe
+    sched.begin_generation(100)
+    assert sched.plan(4, 10) > 0 and sched.drafting_on
+    losing = 0
+    while sched.drafting_on:
+        sched.observe([0.13, 0.43], 2, 0, 1, 0.3, 1.1)  # worth about -0.2 tokens by the calibration
+        losing += 1
+        if sched.drafting_on:
+            assert sched.plan(4) > 0
+    assert 3 <= losing <= 20, losing
+
+
 def test_a_new_generation_probes_at_once_when_the_prompt_is_cheap_to_read():
     """A probe makes the drafter read what it skipped, first of all the prompt: a new generation's first round
     probes when that costs at most 2% of the generation's plain-decoding time, else it waits as any probe."""

@@ -226,8 +226,7 @@ void Scheduler::begin_generation(int32_t max_tokens) {
     // doubts switch it off after a few (each weighs kGainSmoothing). From 0, the first probe alone decided,
     // and one that lost (two tokens verified at 0.13 and 0.43 on code) left a third of a 96-token generation
     // undrafted where a fixed depth 2 gained 15%.
-    prior_gain_ = calibration_.position_seen()[0] > 0 ? best_round(costs_.n_max()).second : 0.0;
-    starting_ = true;
+    starting_ = true;  // plan() weighs that prior in the first round
 }
 Scheduler::Scheduler(CostModel costs, bool sequential)
     : costs_(std::move(costs)), calibration_(costs_.n_max()), sequential_(sequential) {
@@ -245,15 +244,17 @@ int32_t Scheduler::plan(int32_t n_max, int32_t n_pending) {
     }
     const int32_t limit = std::min(n_max, costs_.n_max());
     const double catch_up = n_pending * costs_.catch_up_per_token();
-    if (starting_) {
-        starting_ = false;
-        // the prior holds when the drafter's first reading of the prompt is as cheap as a first probe's may be
-        if (prior_gain_ > 0.0 && catch_up <= first_probe_budget_) {
-            gain_ = prior_gain_;
-            first_probe_budget_ = 0.0;
-        }
+    // by each position's running rate (a sequential drafter that drafts needs neither the length nor the net)
+    const bool first_round = starting_;
+    starting_ = false;
+    const auto [length, expected] = sequential_ && drafting_on() && !first_round ? std::pair<int32_t, double>{limit, 0.0}
+                                                                                 : best_round(limit);
+    // the prior holds when there is one (an earlier text) and the drafter's first reading of the prompt is as
+    // cheap as a first probe's may be
+    if (first_round && calibration_.position_seen()[0] > 0 && expected > 0.0 && catch_up <= first_probe_budget_) {
+        gain_ = expected;
+        first_probe_budget_ = 0.0;
     }
-    const auto [length, expected] = best_round(limit);
     if (!drafting_on() && !always_draft_) {
         ++skipped_;
         const bool catch_up_affordable = catch_up <= kCatchUpShare * skipped_seconds_;

@@ -185,8 +185,7 @@ private:
     // running expected net gain of drafted rounds, in tokens over plain decoding; drafting is on while > 0.
     // At first unknown: the first round is a probe.
     double gain_ = 0.0;
-    double prior_gain_ = 0.0;  // a new text's gain before its first round, by the last texts' acceptance
-    bool starting_ = false;    // the next plan() is a generation's first
+    bool starting_ = false;  // the next plan() is a generation's first: its gain may start from a prior
     int32_t skipped_ = 0;   // rounds skipped since drafting was last tried
     double skipped_seconds_ = 0.0;
     int32_t backoff_ = 1;   // rounds to skip before the next probe

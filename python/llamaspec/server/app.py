@@ -43,6 +43,31 @@ class ApiError(Exception):
                                        "code": self.code}}, status_code=self.status)
 
 
+class _CountRequests:
+    """Counts answered requests by endpoint and status. A plain ASGI middleware: Starlette's ``@app.middleware``
+    (BaseHTTPMiddleware) relays every chunk of a streamed body through a stream and a task of its own, work the
+    event loop would do per round while the engine's threads want the same cores."""
+
+    def __init__(self, app, metrics: ServerMetrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = None
+
+        async def send_counting(message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                endpoint = getattr(scope.get("route"), "path", "other")  # the router has matched by now
+                self.metrics.requests.labels(endpoint=endpoint, status=str(status)).inc()
+            await send(message)
+
+        await self.app(scope, receive, send_counting)
+
+
 def create_app(config: ServerConfig, batch: Batch) -> FastAPI:
     """The server as an ASGI app over ``batch`` (made from ``config`` by :func:`llamaspec.server.runner.make_batch`,
     or any Batch); the app closes it when it shuts down."""
@@ -83,13 +108,7 @@ def create_app(config: ServerConfig, batch: Batch) -> FastAPI:
         kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
         return ApiError(exc.status_code, str(exc.detail), type=kind).response()
 
-    @app.middleware("http")
-    async def _count(request: Request, call_next):
-        response = await call_next(request)
-        route = request.scope.get("route")
-        endpoint = getattr(route, "path", "other")
-        state.metrics.requests.labels(endpoint=endpoint, status=str(response.status_code)).inc()
-        return response
+    app.add_middleware(_CountRequests, metrics=state.metrics)
 
     def authorize(request: Request) -> None:
         key = config.api_key
@@ -279,10 +298,12 @@ async def _stream(state: _ServerState, job: Job, rid: str, created: int, model: 
                 return
             else:
                 finished = True
-                yield event([choice(None if chat else "", FINISH_REASONS.get(value.stop_reason, "stop"))])
+                # the finish reason, the usage and [DONE] in one write: the client reads the end at once
+                tail = [event([choice(None if chat else "", FINISH_REASONS.get(value.stop_reason, "stop"))])]
                 if include_usage:
-                    yield event([], _usage(job, value))
-                yield "data: [DONE]\n\n"
+                    tail.append(event([], _usage(job, value)))
+                tail.append("data: [DONE]\n\n")
+                yield "".join(tail)
                 return
     finally:
         if not finished:  # the client went away: free its sequence at the next round

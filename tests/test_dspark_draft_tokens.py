@@ -67,3 +67,21 @@ def test_both_paths_are_lossless_with_the_same_rounds(heads, target_model, monke
     for a, b, ref in zip(results[True], results[False], reference):
         assert a[0] == ref and b[0] == ref
         assert a[1:3] == b[1:3]  # drafted and accepted per round
+
+
+def test_a_new_generation_keeps_the_schedulers(models, capfd):
+    """patches/0015: every generation makes the drafter afresh, and a DSpark drafter sets the target's layer
+    features and the head's draft-token output on; set to the value they already had, neither context rebuilds
+    its scheduler (llama.cpp logs each rebuild: "sched_reserve: reserving"). The first generation does."""
+    try:
+        with llamaspec.Generator(models["target"], models["dspark"], spec_type="draft-dspark", n_max=2, n_ctx=512,
+                                 verbose=True) as gen:
+            gen.generate(PROMPTS[0], 3)
+            first = capfd.readouterr().err
+            again = [gen.generate(p, 3).tokens for p in PROMPTS[:2]]
+            later = capfd.readouterr().err
+            assert again[0] == gen.generate(PROMPTS[0], 3).tokens
+    finally:
+        llamaspec._core.set_verbose(False)
+    assert "sched_reserve: reserving" in first
+    assert "sched_reserve: reserving" not in later

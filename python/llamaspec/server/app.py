@@ -55,14 +55,11 @@ class _CountRequests:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        status = None
 
         async def send_counting(message) -> None:
-            nonlocal status
             if message["type"] == "http.response.start":
-                status = message["status"]
                 endpoint = getattr(scope.get("route"), "path", "other")  # the router has matched by now
-                self.metrics.requests.labels(endpoint=endpoint, status=str(status)).inc()
+                self.metrics.requests.labels(endpoint=endpoint, status=str(message["status"])).inc()
             await send(message)
 
         await self.app(scope, receive, send_counting)

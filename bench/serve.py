@@ -12,11 +12,14 @@ within a repeat (A B, then B A), and the reported figures are medians over repea
   p99 over requests (one number per request: llamaspec streams a round's tokens as one chunk, llama-server
   one token per chunk, so per-chunk gaps would not compare).
 
+Every request opens its own connection (no keep-alive), for both servers alike: llama-server sometimes closed a
+kept-alive connection just as the client reused it, which failed whole runs at B >= 8 on the tiny pair.
+
 Goals (issue 34): aggregate >= 1.0x llama-server at every B, TTFT p99 <= 1.2x.
 
     python bench/serve.py [--batches 1,4,8,16] [--repeats 3] [--tokens 64] [--requests 2] [--threads 2]
 
-Writes bench/results/serve/serve.{json,md}.
+Writes bench/results/serve/serve.{json,md}; --out PATH (relative to the current folder) elsewhere.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
 import openai
 
 import llamaspec
@@ -74,8 +78,12 @@ async def one_request(client: openai.AsyncOpenAI, prompt: str, n_tokens: int) ->
 
 async def load(port: int, prompts: list, b: int, requests: int, n_tokens: int) -> dict:
     """B concurrent clients, each sending `requests` streamed completions in turn."""
+    # a new connection per request, for both servers: llama-server (cpp-httplib) sometimes closes a kept-alive
+    # connection just as the client reuses it (httpx: "Server disconnected without sending a response"; the
+    # tiny pair at B >= 8 failed that way in serve_fix_xeon), and a retry would distort the timings
+    http = httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0), timeout=600)
     client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0,
-                                timeout=600)
+                                timeout=600, http_client=http)
 
     async def client_loop(i: int) -> list:
         return [await one_request(client, prompts[(i * requests + r) % len(prompts)], n_tokens)
@@ -85,6 +93,7 @@ async def load(port: int, prompts: list, b: int, requests: int, n_tokens: int) -
     per_client = await asyncio.gather(*(client_loop(i) for i in range(b)))
     wall = time.perf_counter() - start
     await client.close()
+    await http.aclose()
     done = [r for rs in per_client for r in rs]
     return {"tok_s": sum(r["tokens"] for r in done) / wall, "ttft": [r["ttft"] for r in done],
             "itl": [r["itl"] for r in done], "tokens": sum(r["tokens"] for r in done)}
@@ -149,7 +158,7 @@ def main(argv=None) -> int:
                             tail = srv.log.read().decode(errors="replace")[-1500:]
                             print(f"{side} B={b} attempt {attempt} failed: {exc!r}\n{tail}", flush=True)
                             report.setdefault("failures", []).append({"side": side, "B": b, "pair": spec_type,
-                                                                      "error": repr(exc)})
+                                                                      "error": repr(exc), "log_tail": tail})
             if len(runs["llamaspec"]) < args.repeats or len(runs["llama-server"]) < args.repeats:
                 # a side failed twice in some repeat (said above, and kept in the report): no ratio for this B
                 report["rows"].append({"model": name, "spec_type": spec_type, "B": b, "failed": True})

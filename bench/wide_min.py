@@ -1,6 +1,8 @@
 """Where CPU_ROWS8's 512-bit (16-row) passes start to pay, measured on whole models as they stream their weights
 from memory: the build's thresholds (off) against ``GGML_CPU_ROWS8_WIDE_MIN=<n>`` (on, ``--on``), in alternating processes.
-``--env NAME --on V [--off W]`` compares another start-up switch the same way (off: unset, or W).
+``--env NAME --on V [--off W]`` compares another start-up switch the same way (off: unset, or W), and
+``--baseline DIR`` two builds: off is the ``llamaspec`` package in DIR (put first on PYTHONPATH, for example a
+copy of site-packages/llamaspec with the ``_core`` built before a change), on the installed one.
 
 bench/kernels.py --switch wide times one matrix over and over, and on a CPU with a large L3 cache (the Intel
 Xeon measured here) its matrices stay in the cache, so it can miss what a model sees: weights that come from
@@ -13,6 +15,7 @@ repeats; ratios off / on (> 1: the forced threshold is faster).
 
     python bench/wide_min.py [--models gemma,qwen3-q4_k_m,qwen3-q5_k_m,qwen3-q8_0] [--on 1] [--ks 1,2,3,4,9]
     python bench/wide_min.py --env GGML_CPU_ROWS8_Q4K_FLOAT --off 0 --on 1 --models qwen3-q4_k_m --ks 1,4,9,16
+    python bench/wide_min.py --baseline /tmp/before --models gemma,qwen3-q8_0 --ks 1,2,4,9,16
 
 Writes bench/results/kernels/<out>.json and .md (default wide_min).
 """
@@ -47,27 +50,35 @@ print(json.dumps({k: best_pass_seconds(ctx, tokens[context:context + k], context
 """
 
 
-def measure(path: str, ks: list, runs: int, threads: int, name: str, value: str | None) -> dict:
-    """One process's best pass per k with the environment variable ``name`` set to ``value`` (None: unset)."""
+def measure(path: str, ks: list, runs: int, threads: int, name: str | None, value: str | None,
+            baseline: str | None = None) -> dict:
+    """One process's best pass per k with the environment variable ``name`` set to ``value`` (None: unset),
+    importing llamaspec from ``baseline`` first when given."""
     env = dict(os.environ)
-    env.pop(name, None)
-    if value is not None:
-        env[name] = value
+    if name is not None:
+        env.pop(name, None)
+        if value is not None:
+            env[name] = value
+    if baseline is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (baseline, env.get("PYTHONPATH")) if p)
     done = subprocess.run([sys.executable, "-c", CHILD, path, ",".join(map(str, ks)), str(runs), str(threads),
                            str(CONTEXT), str(HERE)], env=env, capture_output=True, text=True, check=True)
     return {int(k): v for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
 
 
 def markdown(report: dict) -> str:
+    title = (f"the build in {report['baseline']} (off) vs the installed build (on)" if report.get("baseline") else
+             f"{report.get('env', 'GGML_CPU_ROWS8_WIDE_MIN')}={report.get('off') or '(unset)'} (off) vs "
+             f"={report.get('on', report.get('wide_min'))} (on)")
     lines = [
-        f"# CPU_ROWS8 on whole models: {report.get('env', 'GGML_CPU_ROWS8_WIDE_MIN')}="
-        f"{report.get('off') or '(unset)'} (off) vs ={report.get('on', report.get('wide_min'))} (on)",
+        f"# CPU_ROWS8 on whole models: {title}",
         "",
         f"`python bench/wide_min.py {report['args']}` on {report['cpu']}, {report['threads']} threads, "
         f"{report['repeats']} repeats (one process per setting, order alternating per repeat), best of "
         f"{report['runs']} passes per process, medians. A pass: one `Context.decode` of k tokens with logits for "
         f"each, after a {CONTEXT}-token context."
-        + (" Both settings give the same bits." if report.get("env", "GGML_CPU_ROWS8_WIDE_MIN") == "GGML_CPU_ROWS8_WIDE_MIN" else ""),
+        + (" Both settings give the same bits." if report.get("env", "GGML_CPU_ROWS8_WIDE_MIN") == "GGML_CPU_ROWS8_WIDE_MIN"
+           and not report.get("baseline") else ""),
         "",
         "| model | k | off ms | on ms | off/on |",
         "|---|---|---|---|---|",
@@ -84,6 +95,8 @@ def main(argv=None) -> int:
     parser.add_argument("--env", default="GGML_CPU_ROWS8_WIDE_MIN", help="the start-up switch compared")
     parser.add_argument("--on", default="1", help="its value on the 'on' side (default 1: 16-row passes from one column)")
     parser.add_argument("--off", default=None, help="its value on the 'off' side (default: unset)")
+    parser.add_argument("--baseline", default=None,
+                        help="folder holding a baseline build's llamaspec package: off = that build, on = installed")
     parser.add_argument("--ks", default="1,2,3,4,9")
     parser.add_argument("-t", "--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=4)
@@ -97,14 +110,20 @@ def main(argv=None) -> int:
     ks = [int(k) for k in args.ks.split(",")]
     t0 = time.time()
     report = {"args": " ".join(sys.argv[1:] if argv is None else argv), "cpu": cpu_name(), "threads": args.threads,
-              "repeats": args.repeats, "runs": args.runs, "env": args.env, "on": args.on, "off": args.off,
-              "models": {}}
+              "repeats": args.repeats, "runs": args.runs, "models": {}}
+    if args.baseline:
+        report["baseline"] = args.baseline
+    else:
+        report.update({"env": args.env, "on": args.on, "off": args.off})
     for name in args.models.split(","):
         path = model_path(name, args.threads)
         seconds = {(k, on): [] for k in ks for on in (False, True)}
         for rep in range(args.repeats):
             for on in ((False, True) if rep % 2 == 0 else (True, False)):
-                got = measure(path, ks, args.runs, args.threads, args.env, report["on"] if on else args.off)
+                if args.baseline:
+                    got = measure(path, ks, args.runs, args.threads, None, None, None if on else args.baseline)
+                else:
+                    got = measure(path, ks, args.runs, args.threads, args.env, args.on if on else args.off)
                 for k in ks:
                     seconds[(k, on)].append(got[k])
         med = {key: 1e3 * statistics.median(v) for key, v in seconds.items()}

@@ -22,15 +22,15 @@ their mean. Writes bench/results/kernels/<out>.json and .md.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kernels import cpu_name  # bench/ is the script's folder
+from kernels import cpu_name, write_report  # bench/ is the script's folder
 
 RESULTS = Path(__file__).resolve().parent / "results" / "kernels"
 
@@ -118,6 +118,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="overlap")
     args = parser.parse_args(argv)
     columns = [int(c) for c in args.columns.split(",")]
+    t0 = time.time()
     if any(not 1 <= c <= 16 for c in columns):
         parser.error("--columns: each from 1 to 16")
     with tempfile.TemporaryDirectory() as tmp:
@@ -160,11 +161,8 @@ def main(argv=None) -> int:
                      f"{r['stream_ms'] + r['compute_ms']:.1f} | {r['overlap']:.2f} |")
     lines += ["", "overlap: (stream + compute - both) / min(stream, compute); 1 = the shorter hides under the "
               "longer, 0 = they add up.", ""]
-    text = "\n".join(lines)
-    print(text)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=1))
-    (RESULTS / f"{args.out}.md").write_text(text)
+    report["seconds"] = time.time() - t0
+    write_report(RESULTS, args.out, report, "\n".join(lines))
     return 0
 
 

@@ -92,8 +92,7 @@ async def load(port: int, prompts: list, b: int, requests: int, n_tokens: int) -
     start = time.perf_counter()
     per_client = await asyncio.gather(*(client_loop(i) for i in range(b)))
     wall = time.perf_counter() - start
-    await client.close()
-    await http.aclose()
+    await client.close()  # closes `http` too
     done = [r for rs in per_client for r in rs]
     return {"tok_s": sum(r["tokens"] for r in done) / wall, "ttft": [r["ttft"] for r in done],
             "itl": [r["itl"] for r in done], "tokens": sum(r["tokens"] for r in done)}

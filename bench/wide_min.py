@@ -50,17 +50,23 @@ print(json.dumps({k: best_pass_seconds(ctx, tokens[context:context + k], context
 """
 
 
-def measure(path: str, ks: list, runs: int, threads: int, name: str | None, value: str | None,
-            baseline: str | None = None) -> dict:
-    """One process's best pass per k with the environment variable ``name`` set to ``value`` (None: unset),
-    importing llamaspec from ``baseline`` first when given."""
+def side_env(args: argparse.Namespace, on: bool) -> dict:
+    """The environment of one side's process: the switch set to --on / --off (unset when None), or with
+    --baseline the off side importing llamaspec from that folder first."""
     env = dict(os.environ)
-    if name is not None:
-        env.pop(name, None)
-        if value is not None:
-            env[name] = value
-    if baseline is not None:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (baseline, env.get("PYTHONPATH")) if p)
+    if args.baseline:
+        if not on:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (args.baseline, env.get("PYTHONPATH")) if p)
+        return env
+    value = args.on if on else args.off
+    env.pop(args.env, None)
+    if value is not None:
+        env[args.env] = value
+    return env
+
+
+def measure(path: str, ks: list, runs: int, threads: int, env: dict) -> dict:
+    """One process's best pass per k, run with the environment ``env``."""
     done = subprocess.run([sys.executable, "-c", CHILD, path, ",".join(map(str, ks)), str(runs), str(threads),
                            str(CONTEXT), str(HERE)], env=env, capture_output=True, text=True, check=True)
     return {int(k): v for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
@@ -120,10 +126,7 @@ def main(argv=None) -> int:
         seconds = {(k, on): [] for k in ks for on in (False, True)}
         for rep in range(args.repeats):
             for on in ((False, True) if rep % 2 == 0 else (True, False)):
-                if args.baseline:
-                    got = measure(path, ks, args.runs, args.threads, None, None, None if on else args.baseline)
-                else:
-                    got = measure(path, ks, args.runs, args.threads, args.env, args.on if on else args.off)
+                got = measure(path, ks, args.runs, args.threads, side_env(args, on))
                 for k in ks:
                     seconds[(k, on)].append(got[k])
         med = {key: 1e3 * statistics.median(v) for key, v in seconds.items()}

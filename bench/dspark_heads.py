@@ -8,6 +8,11 @@ same target text and their token counts are deterministic (one repeat suffices f
 is left to bench/dspark_gemma.py). Prints per-task tau, pooled tau / acceptance / P1..P8 and the
 confidence head's pooled AUC / ECE on the judged draft tokens; writes OUT.md and OUT.json
 (default bench/results/dspark_heads/dspark_gemma_heads).
+
+``--speed-repeats R`` adds speed: a second ``evaluate`` call with plain decoding, every head at every depth of
+``--speed-depths`` (default 1,2) interleaved, R repeats; per head and depth the speed-up over plain decoding
+pooled (all tokens over all seconds) and per task (median over repeats), and the pooled ratio of each head to
+the first one named. For heads that differ in their cost, not only in what they draft (a requantized matrix).
 """
 
 from __future__ import annotations
@@ -50,6 +55,44 @@ def pooled(runs: list) -> dict:
             "ece": float(cal["ece"]), "judged": int(acc.size)}
 
 
+def timed(target: str, heads: dict, depths: list, args) -> tuple:
+    """Speed-ups over plain decoding of every head at every depth, interleaved in one evaluate() call."""
+    modes = {f"{n}-d{d}": {"draft": p, "spec_type": "draft-dspark", "n_max": d}
+             for d in depths for n, p in heads.items()}
+    t0 = time.perf_counter()
+    report = evaluate(target, modes, None, max_tokens=args.max_tokens, repeats=args.speed_repeats,
+                      n_threads=args.threads, progress=False)
+    seconds = time.perf_counter() - t0
+
+    def pooled_speed(name: str) -> float:
+        def rate(runs):
+            return sum(r.stats.n_generated for r in runs) / sum(r.stats.n_generated / r.stats.tokens_per_second
+                                                               for r in runs)
+        return rate([r for r in report.runs if r.drafter == name]) / \
+            rate([r for r in report.runs if r.drafter == "none"])
+
+    out = {"seconds": seconds, "repeats": args.speed_repeats, "depths": depths, "pooled": {}, "per_task": {}}
+    for name in modes:
+        out["pooled"][name] = pooled_speed(name)
+        out["per_task"][name] = {t: float(np.median(v)) for t, v in report.speed_ratios(name).items()}
+    names = list(heads)
+    lines = [f"Speed ({seconds:.0f} s): plain decoding and every head at depths {args.speed_depths}, one "
+             f"`evaluate` call, {args.speed_repeats} interleaved repeats; speed-up = tok/s over plain decoding "
+             "(pooled: all tokens over all seconds; per task: median over repeats).", "",
+             "| head | " + " | ".join(f"depth {d} pooled" for d in depths) + " | "
+             + " | ".join(f"depth {d} over {names[0]}" for d in depths) + " |",
+             "|---|" + "---|" * (2 * len(depths))]
+    for n in names:
+        lines.append(f"| {n} | " + " | ".join(f"{out['pooled'][f'{n}-d{d}']:.3f}x" for d in depths) + " | "
+                     + " | ".join(f"{out['pooled'][f'{n}-d{d}'] / out['pooled'][f'{names[0]}-d{d}']:.3f}x"
+                                  for d in depths) + " |")
+    columns = [f"{n}-d{d}" for d in depths for n in names]
+    lines += ["", "| task | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for task in out["per_task"][columns[0]]:
+        lines.append(f"| {task} | " + " | ".join(f"{out['per_task'][c][task]:.2f}" for c in columns) + " |")
+    return out, lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("heads", nargs="+", help="NAME=HEAD.gguf, two or more")
@@ -57,6 +100,8 @@ def main() -> int:
     ap.add_argument("--n-max", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=str(RESULTS / "dspark_gemma_heads"))
+    ap.add_argument("--speed-repeats", type=int, default=0, help="also time every head against plain decoding")
+    ap.add_argument("--speed-depths", default="1,2", help="fixed depths of the timed runs")
     args = ap.parse_args()
     heads = named_heads(args.heads)
     shas = {n: file_sha256(p) for n, p in heads.items()}
@@ -98,11 +143,17 @@ def main() -> int:
         worse = sum(per_task[t][b] < per_task[t][a] - 1e-9 for t in per_task)
         lines += ["", f"{b} against {a}: tau higher on {better} of {len(per_task)} tasks, lower on {worse}, "
                       f"equal on {len(per_task) - better - worse}."]
+    speed = None
+    if args.speed_repeats > 0:
+        depths = [int(x) for x in args.speed_depths.split(",")]
+        command += f" --speed-repeats {args.speed_repeats} --speed-depths {args.speed_depths}"
+        speed, speed_lines = timed(target, heads, depths, args)
+        lines += [""] + speed_lines
     Path(args.out + ".md").write_text("\n".join(lines) + "\n")
     Path(args.out + ".json").write_text(json.dumps(
         {"command": command, "seconds": seconds, "heads": {n: {"path": p, "sha256": shas[n]}
                                                            for n, p in heads.items()},
-         "per_task_tau": per_task, "pooled": totals}, indent=1))
+         "per_task_tau": per_task, "pooled": totals, "speed": speed}, indent=1))
     print("\n".join(lines))
     return 0
 

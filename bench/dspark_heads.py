@@ -64,16 +64,14 @@ def timed(target: str, heads: dict, depths: list, args) -> tuple:
                       n_threads=args.threads, progress=False)
     seconds = time.perf_counter() - t0
 
-    def pooled_speed(name: str) -> float:
-        def rate(runs):
-            return sum(r.stats.n_generated for r in runs) / sum(r.stats.n_generated / r.stats.tokens_per_second
-                                                               for r in runs)
-        return rate([r for r in report.runs if r.drafter == name]) / \
-            rate([r for r in report.runs if r.drafter == "none"])
+    def tok_s(name: str) -> float:  # all of a drafter's tokens over all its seconds
+        runs = [r for r in report.runs if r.drafter == name]
+        return sum(r.stats.n_generated for r in runs) / sum(r.stats.n_generated / r.stats.tokens_per_second
+                                                            for r in runs)
 
     out = {"seconds": seconds, "repeats": args.speed_repeats, "depths": depths, "pooled": {}, "per_task": {}}
     for name in modes:
-        out["pooled"][name] = pooled_speed(name)
+        out["pooled"][name] = tok_s(name) / tok_s("none")
         out["per_task"][name] = {t: float(np.median(v)) for t, v in report.speed_ratios(name).items()}
     names = list(heads)
     lines = [f"Speed ({seconds:.0f} s): plain decoding and every head at depths {args.speed_depths}, one "

@@ -39,3 +39,10 @@ def import_gguf():
 
     return module
 
+
+def copy_field(writer, key: str, field) -> None:
+    """Add a field read by a GGUFReader to a GGUFWriter, with its value type (and an array's element type)."""
+    gguf = import_gguf()
+    value_type = field.types[0]
+    sub_type = field.types[-1] if value_type == gguf.GGUFValueType.ARRAY else None
+    writer.add_key_value(key, field.contents(), value_type, sub_type)

@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .._gguf import import_gguf as _import_gguf
+from .._gguf import copy_field, import_gguf as _import_gguf
 from .dspark import DSparkHead
 
 
@@ -60,9 +60,7 @@ def write_head_gguf(head: DSparkHead, path, target_path, *, shared_embeddings: b
     for key, field in reader.fields.items():
         if not key.startswith("tokenizer.") or key == "tokenizer.ggml.mask_token_id":
             continue
-        vtype = field.types[0]
-        sub_type = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(key, field.contents(), vtype, sub_type)
+        copy_field(w, key, field)
     w.add_mask_token_id(int(c.mask_token_id))
 
     def put(tensor_name: str, value: torch.Tensor, matrix: bool = True) -> None:

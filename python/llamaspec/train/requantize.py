@@ -16,7 +16,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .._gguf import import_gguf
+from .._gguf import copy_field, import_gguf
 
 
 def requantize_gguf(src, dst, types: Mapping[str, str]) -> None:
@@ -33,28 +33,26 @@ def requantize_gguf(src, dst, types: Mapping[str, str]) -> None:
         except KeyError:
             raise ValueError(f"unknown ggml type {type_name!r} for {name}") from None
     reader = gguf.GGUFReader(os.fspath(src))
-    missing = set(wanted) - {t.name for t in reader.tensors}
+    row_length = {t.name: int(t.shape[0]) for t in reader.tensors}  # ne[0]: the elements of a row
+    missing = set(wanted) - set(row_length)
     if missing:
         raise ValueError(f"{os.fspath(src)} has no tensor {', '.join(sorted(missing))}")
+    for name, qtype in wanted.items():
+        block = gguf.GGML_QUANT_SIZES[qtype][0]
+        if row_length[name] % block:
+            raise ValueError(f"{name}: rows of {row_length[name]} are not whole {qtype.name} blocks of {block}")
     writer = gguf.GGUFWriter(os.fspath(dst), reader.fields["general.architecture"].contents())
     try:
         for key, field in reader.fields.items():
-            if key.startswith("GGUF.") or key == "general.architecture":
-                continue  # written by the writer itself
-            value_type = field.types[0]
-            sub_type = field.types[-1] if value_type == gguf.GGUFValueType.ARRAY else None
-            writer.add_key_value(key, field.contents(), value_type, sub_type)
+            if not key.startswith("GGUF.") and key != "general.architecture":  # the writer writes those itself
+                copy_field(writer, key, field)
         for tensor in reader.tensors:
             qtype = wanted.get(tensor.name)
             if qtype is None:
                 writer.add_tensor(tensor.name, np.asarray(tensor.data), raw_dtype=tensor.tensor_type)
-                continue
-            values = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
-            block = gguf.GGML_QUANT_SIZES[qtype][0]
-            if values.shape[-1] % block:
-                raise ValueError(f"{tensor.name}: rows of {values.shape[-1]} are not whole {qtype.name} blocks "
-                                 f"of {block}")
-            writer.add_tensor(tensor.name, gguf.quants.quantize(values, qtype), raw_dtype=qtype)
+            else:
+                values = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
+                writer.add_tensor(tensor.name, gguf.quants.quantize(values, qtype), raw_dtype=qtype)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()

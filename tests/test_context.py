@@ -225,3 +225,30 @@ def test_extension_keeps_llama_cpp_symbols_to_itself():
     assert "PyInit__core" in names
     leaked = [n for n in names if n.startswith(("ggml_", "gguf_", "llama_", "common_", "_ZNSt6locale"))]
     assert not leaked, leaked[:10]
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "qwen35"])
+def test_graphs_kept_by_shape_compute_what_fresh_ones_do(hybrid_models, monkeypatch, arch):
+    """patches/0016: a context keeps its graphs by shape and allocates one built before again instead of
+    building it. Passes of changing lengths, rolled back as rounds are, give the same logits and layer features
+    bit for bit as with only the last graph kept (LLAMA_GRAPH_CACHE_DISABLE=1, read when a context is made)."""
+    path = hybrid_models["target" if arch == "qwen3" else "qwen35_target"]
+    lengths = [1, 3, 1, 2, 3, 1, 5, 2, 9, 1, 3, 2] * 2
+
+    def run() -> list:
+        ctx = llamaspec.Context(path, n_ctx=256, capture_layers=[2])
+        ctx.decode(list(range(5, 45)), logits="last")
+        out = [ctx.logits()]
+        for i, k in enumerate(lengths):
+            start = ctx.n_pos(0)
+            ctx.decode([(7 * i + j) % 400 + 3 for j in range(k)])
+            out += [ctx.logits(), ctx.features(2)]
+            ctx.trim(0, start + 1 + (k - 1) // 2)  # keep part of the pass, as an accepted draft
+        return out
+
+    kept = run()
+    monkeypatch.setenv("LLAMA_GRAPH_CACHE_DISABLE", "1")
+    fresh = run()
+    assert len(kept) == len(fresh)
+    for a, b in zip(kept, fresh):
+        np.testing.assert_array_equal(a, b)

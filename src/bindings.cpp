@@ -221,6 +221,7 @@ NB_MODULE(_core, m) {
         .def_prop_ro("captured_layers", &Context::captured_layers)
         .def_prop_ro("n_outputs", &Context::n_outputs)
         .def_prop_ro("n_decoded", &Context::n_decoded)
+        .def_prop_ro("graphs_reused", [](const Context & c) { return llama_perf_context(c.get()).n_reused; })
         .def("n_pos", &Context::n_pos, "seq"_a = 0)
         .def("decode", [](Context & c, const std::vector<llama_token> & tokens, int pos, int seq,
                           const std::string & outputs) {

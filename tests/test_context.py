@@ -244,11 +244,14 @@ def test_graphs_kept_by_shape_compute_what_fresh_ones_do(hybrid_models, monkeypa
             ctx.decode([(7 * i + j) % 400 + 3 for j in range(k)])
             out += [ctx.logits(), ctx.features(2)]
             ctx.trim(0, start + 1 + (k - 1) // 2)  # keep part of the pass, as an accepted draft
-        return out
+        return out, ctx.graphs_reused
 
-    kept = run()
+    kept, kept_reused = run()
     monkeypatch.setenv("LLAMA_GRAPH_CACHE_DISABLE", "1")
-    fresh = run()
+    fresh, fresh_reused = run()
+    # five lengths after the prompt: built once each, every later pass finds its graph (the feature at work)
+    assert kept_reused == len(lengths) - 5, (kept_reused, fresh_reused)
+    assert fresh_reused < kept_reused
     assert len(kept) == len(fresh)
     for a, b in zip(kept, fresh):
         np.testing.assert_array_equal(a, b)

@@ -71,6 +71,11 @@ class Context:
     def capture_layers(self) -> list:
         return list(self._ctx.captured_layers)
 
+    @property
+    def graphs_reused(self) -> int:
+        """Decodes so far that ran a graph built for an earlier one instead of building it again."""
+        return self._ctx.graphs_reused
+
     def n_pos(self, seq: int = 0) -> int:
         """Positions held by sequence ``seq`` (the next token goes there)."""
         return self._ctx.n_pos(seq)

@@ -268,11 +268,12 @@ void bind_kernels(nb::module_ & m) {
           "Process-wide: MUL_MAT with 1..16 columns reads each weight block once for all columns (patches/0008).");
     m.def("get_multidot", [] { return ggml_cpu_get_multidot(); });
     m.def("set_rows8_wide", [](bool on) { ggml_cpu_set_rows8_wide(on); }, "on"_a,
-          "Process-wide: CPU_ROWS8 computes 16 rows per 512-bit vector where the build has AVX-512 VNNI (same bits).");
+          "Process-wide: CPU_ROWS8 passes take two 8-row groups at once: 16 rows per 512-bit vector where the build has "
+          "AVX-512 VNNI, else pairs of 256-bit vectors (same bits).");
     m.def("get_rows8_wide", [] { return ggml_cpu_get_rows8_wide(); });
     m.def("set_rows8_long_passes", [](bool on) { ggml_cpu_set_rows8_long_passes(on); }, "on"_a,
-          "Process-wide: CPU_ROWS8 takes up to 16 columns per pass over the weights where the build has AVX-512, "
-          "else 8 (same bits).");
+          "Process-wide: CPU_ROWS8 takes up to 16 columns per pass over the weights; off, up to 8 where the build has "
+          "AVX-512, else 4 (same bits).");
     m.def("get_rows8_long_passes", [] { return ggml_cpu_get_rows8_long_passes(); });
     m.def("set_fa_rows", [](bool on) { ggml_cpu_set_fa_rows(on); }, "on"_a,
           "Process-wide: in batch-invariant mode, flash attention computes the query rows that share a K/V head "

@@ -86,15 +86,14 @@ def test_columns_agree_without_the_batch_invariant_mode(weight_type):
         assert np.array_equal(bits(_core.mul_mat(weight_type, w, x[:n], 2)), bits(single[:n])), f"{n} columns"
 
 
-def cpu_has_vnni() -> bool:
-    """The CPU has VNNI and the build uses it (a build for AVX2 alone, e.g. tools/memcheck.sh's, has no VNNI
-    code, so no CPU_ROWS8, on any CPU)."""
+def rows8_expected() -> bool:
+    """CPU_ROWS8 is offered by every x86 build with AVX2 (with VNNI its dot products are one instruction, without
+    it two: the same integers), so where the CPU and the build have AVX2 it must be there."""
     try:
         flags = open("/proc/cpuinfo").read().split()
     except OSError:
         return False
-    built = _core.system_info()
-    return ("avx512_vnni" in flags and "AVX512_VNNI = 1" in built) or ("avx_vnni" in flags and "AVX_VNNI = 1" in built)
+    return "avx2" in flags and "AVX2 = 1" in _core.system_info()
 
 
 def layout_available(weight_type: str, layout: str) -> bool:
@@ -114,8 +113,8 @@ def test_repacked_weights(weight_type, layout):
     output row per vector lane, its own arithmetic for every n): every column equals the one-column product,
     with the kernels on and off, for n = 1..32, and agrees with ggml's float64 reference."""
     if not layout_available(weight_type, layout):
-        # offered by every x86 build for a CPU with VNNI: missing there is a failure, not a skip
-        assert not (layout == "CPU_ROWS8" and cpu_has_vnni()), "CPU_ROWS8 is missing on a CPU with VNNI"
+        # offered by every x86 build with AVX2: missing there is a failure, not a skip
+        assert not (layout == "CPU_ROWS8" and rows8_expected()), "CPU_ROWS8 is missing on an AVX2 build"
         pytest.skip(f"{layout} is not in this build")
     for seed, rows in enumerate((8, 40, 264)):
         w, x = operands(weight_type, rows, seed)
@@ -134,12 +133,12 @@ def test_repacked_weights(weight_type, layout):
 
 @pytest.mark.parametrize("weight_type", ["q8_0", "q5_0", "q4_0", "q4_K", "q5_K", "q6_K"])
 def test_rows8_widths_give_the_same_bits(weight_type):
-    """CPU_ROWS8 computes 16 rows per 512-bit vector where the build has AVX-512 VNNI and 8 per 256-bit vector
-    otherwise (or with the switch off), and up to 16 columns per pass over the weights with AVX-512 (8 otherwise, or
-    with that switch off): every width, pass length, column count and thread count gives the same bits. 40 and
-    264 rows: pairs of 8-row groups and a group left over."""
+    """CPU_ROWS8 passes take two 8-row groups at once (16 rows per 512-bit vector where the build has AVX-512
+    VNNI, pairs of 256-bit vectors otherwise) or one (the switch off), and up to 16 columns per pass over the
+    weights (8 with AVX-512 and 4 without, that switch off): every width, pass length, column count and thread
+    count gives the same bits. 40 and 264 rows: pairs of 8-row groups and a group left over."""
     if not layout_available(weight_type, "CPU_ROWS8"):
-        assert not cpu_has_vnni(), "CPU_ROWS8 is missing on a CPU with VNNI"
+        assert not rows8_expected(), "CPU_ROWS8 is missing on an AVX2 build"
         pytest.skip("CPU_ROWS8 is not in this build")
     for seed, rows in enumerate((40, 264)):
         w, x = operands(weight_type, rows, seed + 7)
@@ -159,6 +158,77 @@ def test_rows8_widths_give_the_same_bits(weight_type):
             assert (out == first[n]).all(), (f"{weight_type}, {rows} rows, {n} columns, wide {wide}, long passes "
                                              f"{long}, {n_threads} threads")
             assert (out == first[17][:n]).all(), f"{weight_type}: {n} columns differ from the first {n} of 17"
+
+
+TWO_GROUP_CHILD = """
+import hashlib, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from test_kernels import operands
+from llamaspec import _core
+_core.set_rows8_wide(sys.argv[2] == "1")
+for weight_type in ("q8_0", "q5_0", "q4_0", "q4_K", "q5_K", "q6_K"):
+    w, x = operands(weight_type, 264, 11)
+    for n_threads in (1, 2):
+        for n in range(1, 18):
+            out = _core.mul_mat(weight_type, w, x[:n], n_threads, "CPU_ROWS8")
+            print(weight_type, n_threads, n, hashlib.sha256(np.ascontiguousarray(out, np.float32).tobytes()).hexdigest())
+"""
+
+
+def test_rows8_two_groups_per_pass_for_every_type_and_width():
+    """Passes over two 8-row groups at once (AVX-512 VNNI: 512-bit vectors from a type's threshold of columns;
+    AVX2: pairs of 256-bit vectors up to one) forced for every type and 1..17 columns, with
+    GGML_CPU_ROWS8_WIDE_MIN=1 and GGML_CPU_ROWS8_PAIRS_MAX=64 (read at start-up: a process of its own), give
+    the bits of one group per pass (the switch off)."""
+    import os
+    import subprocess
+    import sys
+    if not layout_available("q8_0", "CPU_ROWS8"):
+        assert not rows8_expected(), "CPU_ROWS8 is missing on an AVX2 build"
+        pytest.skip("CPU_ROWS8 is not in this build")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, GGML_CPU_ROWS8_WIDE_MIN="1", GGML_CPU_ROWS8_PAIRS_MAX="64")
+    runs = {}
+    for wide in ("0", "1"):
+        proc = subprocess.run([sys.executable, "-c", TWO_GROUP_CHILD, here, wide], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs[wide] = proc.stdout.splitlines()
+    assert len(runs["1"]) == 6 * 2 * 17
+    assert runs["0"] == runs["1"]
+
+
+def sign_patterns(k: int, seed: int) -> np.ndarray:
+    """16 rows of +-1 (all +, all -, alternating in runs of 1, 2, 4, 8, 16, halves, random) with a few rows at
+    mixed magnitudes: every quant type's extreme codes, multiplied by extreme column values."""
+    j = np.arange(k)
+    rows = [np.ones(k), -np.ones(k)]
+    for run in (1, 2, 4, 8, 16):
+        rows += [np.where((j // run) % 2 == 0, 1.0, -1.0), np.where((j // run) % 2 == 0, -1.0, 1.0)]
+    rng = np.random.default_rng(seed)
+    rows += [np.where(j < k // 2, 1.0, -1.0), rng.choice([-1.0, 1.0], k),
+             np.where(j % 3 == 0, -1.0, 0.25), np.where(j % 5 == 0, 1.0, -0.5)]
+    return np.asarray(rows, dtype=np.float32)
+
+
+@pytest.mark.parametrize("weight_type", ["q8_0", "q5_0", "q4_0", "q4_K", "q5_K", "q6_K"])
+def test_rows8_extreme_quants_keep_exact_sums(weight_type):
+    """Weights at their type's largest codes against columns at +-127: without VNNI, CPU_ROWS8 forms each dot
+    product from int16 pair sums (maddubs), and a chain that left int16 would saturate or wrap; the sums must
+    stay exact, so the product agrees with ggml's float64 reference as closely as for random operands."""
+    if not layout_available(weight_type, "CPU_ROWS8"):
+        assert not rows8_expected(), "CPU_ROWS8 is missing on an AVX2 build"
+        pytest.skip("CPU_ROWS8 is not in this build")
+    k = 512 if weight_type.endswith("_K") else 96
+    w = sign_patterns(k, 0)
+    x = np.concatenate([sign_patterns(k, 1), sign_patterns(k, 2)[::-1]])
+    reference = _core.mul_mat_reference(weight_type, w, x)
+    for n in (1, 4, 9, 16):
+        for c0 in range(0, len(x), n):
+            out = _core.mul_mat(weight_type, w, x[c0:c0 + n], 1, "CPU_ROWS8")
+            err = np.abs(out - reference[c0:c0 + n]).max()
+            assert err <= 1e-5 * np.abs(reference).max(), f"{weight_type}, {n} columns from {c0}: error {err}"
 
 
 def test_the_check_sees_a_difference_when_there_is_one():

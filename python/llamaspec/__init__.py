@@ -43,7 +43,7 @@ def set_multidot(on: bool = True) -> None:
     speculative verification pass, the first sizes of a batched round) reads every weight block once for
     all columns, with each column computed exactly as the one-column kernel computes it (bit-identical
     either way). And models loaded while it is on store their Q8_0, Q5_0, Q4_0, Q4_K, Q5_K and Q6_K matmul
-    weights with 8 rows interleaved (x86 with VNNI), computed one output row per vector lane (16 rows per
+    weights with 8 rows interleaved (x86 with AVX2, VNNI used where present), computed one output row per vector lane (16 rows per
     512-bit vector with AVX-512) for any number of columns: the same rounding for every batch, a little
     different from llama.cpp's one-token kernel. Such a model keeps that layout
     whatever the switch says later; load models again to compare (``bench/verify_cost.py``). Off, llama.cpp's

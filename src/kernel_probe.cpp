@@ -64,27 +64,32 @@ ggml_backend_buffer_type_t extra_buffer_type(const std::string & name) {
     return nullptr;
 }
 
-// A weight matrix quantized once with ggml's quantizer; layout "standard" (ggml's own blocks) or the name of
-// an extra CPU buffer type that stores it in its own layout (e.g. "CPU_ROWS8"), as a model loader would.
+// A weight matrix (or, n_expert > 1, a stack of experts' matrices of `rows` rows each, as MUL_MAT_ID takes them)
+// quantized once with ggml's quantizer; layout "standard" (ggml's own blocks) or the name of an extra CPU buffer
+// type that stores it in its own layout (e.g. "CPU_ROWS8"), as a model loader would.
 class QuantizedMatrix {
 public:
-    QuantizedMatrix(ggml_type type, const float * weights, int64_t rows, int64_t k, const std::string & layout) {
-        if (rows < 1 || k < 1) {
-            throw std::invalid_argument("rows and k must be positive");
+    QuantizedMatrix(ggml_type type, const float * weights, int64_t rows, int64_t k, const std::string & layout,
+                    int64_t n_expert = 1) {
+        if (rows < 1 || k < 1 || n_expert < 1) {
+            throw std::invalid_argument("rows, k and n_expert must be positive");
         }
         if (k % ggml_blck_size(type) != 0) {
             throw std::invalid_argument("k must be a multiple of the type's block size " +
                                         std::to_string(ggml_blck_size(type)));
         }
-        std::vector<uint8_t> q(ggml_row_size(type, k) * rows);
+        std::vector<uint8_t> q(ggml_row_size(type, k) * rows * n_expert);
         ggml_quantize_init(type);
-        ggml_quantize_chunk(type, weights, q.data(), 0, rows, k, nullptr);
+        ggml_quantize_chunk(type, weights, q.data(), 0, rows * n_expert, k, nullptr);
+        auto new_tensor = [&] {
+            return n_expert == 1 ? ggml_new_tensor_2d(ctx_, type, k, rows) : ggml_new_tensor_3d(ctx_, type, k, rows, n_expert);
+        };
         if (layout == "standard") {
             ctx_ = ggml_init({q.size() + ggml_tensor_overhead() + 256, nullptr, false});
             if (ctx_ == nullptr) {
                 throw std::runtime_error("ggml_init failed");
             }
-            w_ = ggml_new_tensor_2d(ctx_, type, k, rows);
+            w_ = new_tensor();
             std::memcpy(w_->data, q.data(), q.size());
             return;
         }
@@ -94,7 +99,7 @@ public:
                                         "of this build");
         }
         ctx_ = ggml_init({ggml_tensor_overhead() + 256, nullptr, true});
-        w_ = ggml_new_tensor_2d(ctx_, type, k, rows);
+        w_ = new_tensor();
         buffer_ = ggml_backend_alloc_ctx_tensors_from_buft(ctx_, buft);
         if (buffer_ == nullptr) {
             ggml_free(ctx_);
@@ -203,6 +208,34 @@ private:
     std::normal_distribution<float> normal_{0.0f, 1.0f};
     std::unique_ptr<QuantizedMatrix> matrix_;
 };
+
+// experts (k x rows x n_expert) times x (n_tokens x ne11 columns) routed by ids (n_tokens x n_used): one
+// MUL_MAT_ID graph on ggml's CPU backend; the result is (n_tokens x n_used) rows of `rows` floats.
+std::vector<float> mul_mat_id(const QuantizedMatrix & w, const float * x, int64_t ne11, const int32_t * ids,
+                              int64_t n_used, int64_t n_tokens, int n_threads) {
+    const int64_t k = w.tensor()->ne[0], rows = w.tensor()->ne[1];
+    ggml_context * ctx = ggml_init({sizeof(float) * (k*ne11*n_tokens + rows*n_used*n_tokens) + sizeof(int32_t) * n_used*n_tokens +
+                                    4 * ggml_tensor_overhead() + ggml_graph_overhead() + 1024, nullptr, false});
+    if (ctx == nullptr) {
+        throw std::runtime_error("ggml_init failed");
+    }
+    std::unique_ptr<ggml_context, decltype(&ggml_free)> owner(ctx, ggml_free);
+    ggml_tensor * tx = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, k, ne11, n_tokens);
+    ggml_tensor * tids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, n_used, n_tokens);
+    std::memcpy(tx->data, x, sizeof(float) * k * ne11 * n_tokens);
+    std::memcpy(tids->data, ids, sizeof(int32_t) * n_used * n_tokens);
+    ggml_tensor * out = ggml_mul_mat_id(ctx, w.tensor(), tx, tids);
+    ggml_cgraph * graph = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graph, out);
+    ggml_cplan plan = ggml_graph_plan(graph, n_threads, nullptr);
+    std::vector<uint8_t> work(plan.work_size);
+    plan.work_data = work.data();
+    if (ggml_graph_compute(graph, &plan) != GGML_STATUS_SUCCESS) {
+        throw std::runtime_error("ggml_graph_compute failed");
+    }
+    const float * o = (const float *) out->data;
+    return std::vector<float>(o, o + rows * n_used * n_tokens);
+}
 
 void check_shapes(const f32_matrix & w, const f32_matrix & x) {
     if (w.shape(1) != x.shape(1)) {
@@ -317,6 +350,44 @@ void bind_kernels(nb::module_ & m) {
     }, "type"_a, "weights"_a, "x"_a, "n_threads"_a = 1, "layout"_a = "standard",
        "weights (rows x k, float32) quantized to `type`, times x (n x k): the (n x rows) result of ggml's CPU MUL_MAT. "
        "layout: 'standard' or an extra CPU buffer type that stores the weights its own way ('CPU_ROWS8').");
+
+    m.def("mul_mat_id", [](const std::string & type_name, f32_matrix w, int64_t n_expert, f32_matrix x,
+                           nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> ids, int n_threads,
+                           const std::string & layout) {
+        check_shapes(w, x);
+        if (n_expert < 1 || w.shape(0) % n_expert != 0) {
+            throw std::invalid_argument("the weights' rows must be n_expert matrices of equal height");
+        }
+        if (n_threads < 1) {
+            throw std::invalid_argument("n_threads must be positive");
+        }
+        const int64_t rows = (int64_t) w.shape(0) / n_expert, k = (int64_t) w.shape(1);
+        const int64_t n_tokens = (int64_t) ids.shape(0), n_used = (int64_t) ids.shape(1);
+        if (n_tokens < 1 || n_used < 1 || n_used > n_expert) {
+            throw std::invalid_argument("ids must be (n_tokens x n_used), 1 <= n_used <= n_expert");
+        }
+        if ((int64_t) x.shape(0) != n_tokens && (int64_t) x.shape(0) != n_tokens * n_used) {
+            throw std::invalid_argument("x must have n_tokens rows (one column per token, shared by its experts) or "
+                                        "n_tokens x n_used (one per token and slot)");
+        }
+        for (int64_t i = 0; i < n_tokens * n_used; ++i) {
+            if (ids.data()[i] < 0 || ids.data()[i] >= n_expert) {
+                throw std::invalid_argument("ids must lie in [0, n_expert)");
+            }
+        }
+        const int64_t ne11 = (int64_t) x.shape(0) / n_tokens;
+        std::vector<float> out;
+        {
+            nb::gil_scoped_release release;
+            const QuantizedMatrix experts(type_from_name(type_name), w.data(), rows, k, layout, n_expert);
+            out = mul_mat_id(experts, x.data(), ne11, ids.data(), n_used, n_tokens, n_threads);
+        }
+        return to_numpy(std::move(out), (size_t) (n_tokens * n_used), (size_t) rows);
+    }, "type"_a, "weights"_a, "n_expert"_a, "x"_a, "ids"_a, "n_threads"_a = 1, "layout"_a = "standard",
+       "A mixture of experts' product (ggml's CPU MUL_MAT_ID): weights (n_expert * rows x k, float32: the experts' "
+       "matrices one after another) quantized to `type`; x (n_tokens or n_tokens * n_used rows of k); ids (n_tokens x "
+       "n_used, int32): the experts of each token. The (n_tokens * n_used x rows) result: row t * n_used + s is "
+       "expert ids[t, s] times token t's column (its slot's, with n_tokens * n_used rows of x). layout as for mul_mat.");
 
     m.def("mul_mat_reference", [](const std::string & type_name, f32_matrix w, f32_matrix x) {
         check_shapes(w, x);

@@ -10,6 +10,8 @@ Q8_0, Q5_0, Q4_K, Q5_K and Q6_K in llamaspec's row-per-lane layout (CPU_ROWS8).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -197,6 +199,103 @@ def test_rows8_two_groups_per_pass_for_every_type_and_width():
         runs[wide] = proc.stdout.splitlines()
     assert len(runs["1"]) == 6 * 2 * 17
     assert runs["0"] == runs["1"]
+
+
+ROWS8_TYPES = ["q8_0", "q5_0", "q4_0", "q4_K", "q5_K", "q6_K"]
+
+
+@pytest.mark.parametrize("weight_type", ROWS8_TYPES)
+def test_rows8_experts_give_each_experts_one_column_product(weight_type):
+    """MUL_MAT_ID in CPU_ROWS8 (a mixture of experts' FFN): every (token, slot) row equals its expert's matrix times
+    that column as a one-column MUL_MAT in CPU_ROWS8 computes it, bit for bit, whatever else is routed with it: 1 to
+    20 tokens, a column shared by a token's experts (gate, up) or one per slot (down), 1 and 2 threads, 40 rows
+    (a pair of groups and one left over); and it agrees with llama.cpp's MUL_MAT_ID (standard layout) to 1e-5."""
+    if not layout_available(weight_type, "CPU_ROWS8"):
+        assert not rows8_expected(), "CPU_ROWS8 is missing on an AVX2 build"
+        pytest.skip("CPU_ROWS8 is not in this build")
+    n_expert, n_used, rows = 6, 3, 40
+    k = 512 if weight_type.endswith("_K") else 96
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((n_expert * rows, k)).astype(np.float32)
+    pool = rng.standard_normal((60, k)).astype(np.float32)
+    single = [np.stack([_core.mul_mat(weight_type, w[e * rows:(e + 1) * rows], pool[c:c + 1], 1, "CPU_ROWS8")[0]
+                        for c in range(len(pool))]) for e in range(n_expert)]
+    for n_tokens in (1, 2, 5, 9, 20):
+        ids = np.stack([rng.choice(n_expert, n_used, replace=False) for _ in range(n_tokens)]).astype(np.int32)
+        for shared in (True, False):
+            x = pool[:n_tokens] if shared else pool[:n_tokens * n_used]
+            expected = np.stack([single[ids[t, s]][t if shared else t * n_used + s]
+                                 for t in range(n_tokens) for s in range(n_used)])
+            standard = _core.mul_mat_id(weight_type, w, n_expert, x, ids, 1, "standard")
+            scale = np.abs(standard).max()
+            for n_threads in (1, 2):
+                out = _core.mul_mat_id(weight_type, w, n_expert, x, ids, n_threads, "CPU_ROWS8")
+                assert np.array_equal(bits(out), bits(expected)), (weight_type, n_tokens, shared, n_threads)
+                assert np.abs(out - standard).max() <= 1e-5 * scale, "far from llama.cpp's MUL_MAT_ID"
+
+
+def test_mul_mat_id_rejects_bad_routing():
+    w = np.zeros((4 * 8, 64), np.float32)
+    x = np.zeros((2, 64), np.float32)
+    with pytest.raises(ValueError):
+        _core.mul_mat_id("q8_0", w, 4, x, np.array([[0, 4], [1, 2]], np.int32))  # expert 4 of 0..3
+    with pytest.raises(ValueError):
+        _core.mul_mat_id("q8_0", w, 3, x, np.array([[0, 1], [1, 2]], np.int32))  # 32 rows are not 3 experts
+    with pytest.raises(ValueError):
+        _core.mul_mat_id("q8_0", w, 4, np.zeros((3, 64), np.float32), np.array([[0, 1], [1, 2]], np.int32))
+
+
+EXPERT_LOGITS_CHILD = """
+import sys
+import numpy as np
+import llamaspec
+llamaspec.set_verbose(True)  # the loader's buffer sizes, on stderr
+ctx = llamaspec.Context(sys.argv[1], n_ctx=128, n_threads=1)
+ctx.decode(list(range(5, 37)))
+np.save(sys.argv[2], ctx.logits())
+"""
+
+
+def rows8_buffer_mib(log: str) -> float:
+    found = re.findall(r"CPU_ROWS8 model buffer size =\s*([0-9.]+) MiB", log)
+    assert found, "no CPU_ROWS8 buffer in the loader's log"
+    return float(found[0])
+
+
+def test_quantized_moe_target_puts_its_experts_in_rows8_and_stays_lossless(hybrid_models, tmp_path):
+    """A qwen35moe target quantized to Q8_0: its experts' matrices go to CPU_ROWS8 (its CPU_ROWS8 buffer is larger
+    than with GGML_CPU_ROWS8_EXPERTS=0, which keeps them in llama.cpp's layout; the logits agree to rounding), and
+    greedy speculative decoding (n-gram, depths 4 and 8) still equals plain decoding token for token."""
+    import os
+    import subprocess
+    import sys
+    if not layout_available("q8_0", "CPU_ROWS8"):
+        assert not rows8_expected(), "CPU_ROWS8 is missing on an AVX2 build"
+        pytest.skip("CPU_ROWS8 is not in this build")
+    path = str(tmp_path / "qwen35moe-q8_0.gguf")
+    llamaspec.quantize(hybrid_models["qwen35moe_target"], path, "Q8_0")
+    logits, rows8_mib = {}, {}
+    for experts in ("1", "0"):
+        out = tmp_path / f"logits-{experts}.npy"
+        proc = subprocess.run([sys.executable, "-c", EXPERT_LOGITS_CHILD, path, str(out)], capture_output=True,
+                              text=True, timeout=300, env=dict(os.environ, GGML_CPU_ROWS8_EXPERTS=experts))
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        logits[experts] = np.load(out)
+        rows8_mib[experts] = rows8_buffer_mib(proc.stdout + proc.stderr)
+    assert rows8_mib["1"] > rows8_mib["0"], f"the experts are not in CPU_ROWS8: {rows8_mib}"
+    assert np.abs(logits["1"] - logits["0"]).max() <= 1e-3 * np.abs(logits["0"]).max()
+    prompts = ["the cat sat on the mat. the cat sat on the", "one two three one two three one two three"]
+    with llamaspec.Generator(path, spec_type="none", n_ctx=512, n_threads=2) as gen:
+        reference = {p: gen.generate(p, 96, ignore_eos=True).tokens for p in prompts}
+    for n_max in (4, 8):
+        with llamaspec.Generator(path, spec_type="ngram-simple", n_max=n_max, n_ctx=512, n_threads=2,
+                                 ngram_size_n=2) as gen:
+            drafted = 0
+            for p in prompts:
+                result = gen.generate(p, 96, ignore_eos=True)
+                assert result.tokens == reference[p], (n_max, p)
+                drafted += result.stats.n_drafted
+            assert drafted > 0
 
 
 def sign_patterns(k: int, seed: int) -> np.ndarray:

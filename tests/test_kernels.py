@@ -265,7 +265,8 @@ def rows8_buffer_mib(log: str) -> float:
 def test_quantized_moe_target_puts_its_experts_in_rows8_and_stays_lossless(hybrid_models, tmp_path):
     """A qwen35moe target quantized to Q8_0: its experts' matrices go to CPU_ROWS8 (its CPU_ROWS8 buffer is larger
     than with GGML_CPU_ROWS8_EXPERTS=0, which keeps them in llama.cpp's layout; the logits agree to rounding), and
-    greedy speculative decoding (n-gram, depths 4 and 8) still equals plain decoding token for token."""
+    greedy speculative decoding (n-gram, depths 4 and 8), alone and in batched rounds of 3 sequences (more tokens
+    routed per expert), still equals plain decoding token for token."""
     import os
     import subprocess
     import sys
@@ -296,6 +297,9 @@ def test_quantized_moe_target_puts_its_experts_in_rows8_and_stays_lossless(hybri
                 assert result.tokens == reference[p], (n_max, p)
                 drafted += result.stats.n_drafted
             assert drafted > 0
+            batched = gen.generate_batch(prompts + prompts[:1], [96, 96, 40], n_seq=3)
+            assert [r.tokens for r in batched] == [reference[prompts[0]], reference[prompts[1]],
+                                                   reference[prompts[0]][:40]], n_max
 
 
 def sign_patterns(k: int, seed: int) -> np.ndarray:

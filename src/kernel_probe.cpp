@@ -209,6 +209,18 @@ private:
     std::unique_ptr<QuantizedMatrix> matrix_;
 };
 
+// out computed by ggml's CPU backend with n_threads (its graph built in ctx)
+void compute_on_cpu(ggml_context * ctx, ggml_tensor * out, int n_threads) {
+    ggml_cgraph * graph = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graph, out);
+    ggml_cplan plan = ggml_graph_plan(graph, n_threads, nullptr);
+    std::vector<uint8_t> work(plan.work_size);
+    plan.work_data = work.data();
+    if (ggml_graph_compute(graph, &plan) != GGML_STATUS_SUCCESS) {
+        throw std::runtime_error("ggml_graph_compute failed");
+    }
+}
+
 // experts (k x rows x n_expert) times x (n_tokens x ne11 columns) routed by ids (n_tokens x n_used): one
 // MUL_MAT_ID graph on ggml's CPU backend; the result is (n_tokens x n_used) rows of `rows` floats.
 std::vector<float> mul_mat_id(const QuantizedMatrix & w, const float * x, int64_t ne11, const int32_t * ids,
@@ -225,14 +237,7 @@ std::vector<float> mul_mat_id(const QuantizedMatrix & w, const float * x, int64_
     std::memcpy(tx->data, x, sizeof(float) * k * ne11 * n_tokens);
     std::memcpy(tids->data, ids, sizeof(int32_t) * n_used * n_tokens);
     ggml_tensor * out = ggml_mul_mat_id(ctx, w.tensor(), tx, tids);
-    ggml_cgraph * graph = ggml_new_graph(ctx);
-    ggml_build_forward_expand(graph, out);
-    ggml_cplan plan = ggml_graph_plan(graph, n_threads, nullptr);
-    std::vector<uint8_t> work(plan.work_size);
-    plan.work_data = work.data();
-    if (ggml_graph_compute(graph, &plan) != GGML_STATUS_SUCCESS) {
-        throw std::runtime_error("ggml_graph_compute failed");
-    }
+    compute_on_cpu(ctx, out, n_threads);
     const float * o = (const float *) out->data;
     return std::vector<float>(o, o + rows * n_used * n_tokens);
 }
@@ -270,14 +275,7 @@ static std::vector<float> geglu(const float * a, const float * b, int64_t n, int
     std::memcpy(ta->data, a, sizeof(float) * n * rows);
     std::memcpy(tb->data, b, sizeof(float) * n * rows);
     ggml_tensor * out = two_ops ? ggml_mul(ctx, ggml_gelu(ctx, ta), tb) : ggml_geglu_split(ctx, ta, tb);
-    ggml_cgraph * graph = ggml_new_graph(ctx);
-    ggml_build_forward_expand(graph, out);
-    ggml_cplan plan = ggml_graph_plan(graph, n_threads, nullptr);
-    std::vector<uint8_t> work(plan.work_size);
-    plan.work_data = work.data();
-    if (ggml_graph_compute(graph, &plan) != GGML_STATUS_SUCCESS) {
-        throw std::runtime_error("ggml_graph_compute failed");
-    }
+    compute_on_cpu(ctx, out, n_threads);
     const float * o = (const float *) out->data;
     return std::vector<float>(o, o + n * rows);
 }

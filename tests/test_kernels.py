@@ -10,7 +10,10 @@ Q8_0, Q5_0, Q4_K, Q5_K and Q6_K in llamaspec's row-per-lane layout (CPU_ROWS8).
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -21,6 +24,7 @@ from llamaspec import _core
 # the kernels' types first; the others keep llama.cpp's path and must stay batch-invariant too
 MULTIDOT_TYPES = ["q4_0", "q5_0", "q8_0", "q6_K"]
 OTHER_TYPES = ["q4_K", "q5_K", "f16", "bf16", "f32"]
+ROWS8_TYPES = ["q8_0", "q5_0", "q4_0", "q4_K", "q5_K", "q6_K"]  # what CPU_ROWS8 stores
 ROWS = [1, 7, 37]
 N_MAX = 32
 
@@ -106,6 +110,13 @@ def layout_available(weight_type: str, layout: str) -> bool:
     return True
 
 
+def require_rows8(weight_type: str) -> None:
+    """Skip where the build has no CPU_ROWS8; on an AVX2 build its absence is a failure."""
+    if not layout_available(weight_type, "CPU_ROWS8"):
+        assert not rows8_expected(), "CPU_ROWS8 is missing on an AVX2 build"
+        pytest.skip("CPU_ROWS8 is not in this build")
+
+
 @pytest.mark.parametrize("weight_type,layout", [("q4_K", "CPU_REPACK"), ("q8_0", "CPU_ROWS8"), ("q4_K", "CPU_ROWS8"),
                                                ("q5_0", "CPU_ROWS8"), ("q4_0", "CPU_ROWS8"), ("q5_K", "CPU_ROWS8"),
                                                ("q6_K", "CPU_ROWS8")])
@@ -133,15 +144,13 @@ def test_repacked_weights(weight_type, layout):
                                         f"kernels {'on' if on else 'off'}: columns {np.flatnonzero(~same).tolist()}")
 
 
-@pytest.mark.parametrize("weight_type", ["q8_0", "q5_0", "q4_0", "q4_K", "q5_K", "q6_K"])
+@pytest.mark.parametrize("weight_type", ROWS8_TYPES)
 def test_rows8_widths_give_the_same_bits(weight_type):
     """CPU_ROWS8 passes take two 8-row groups at once (16 rows per 512-bit vector where the build has AVX-512
     VNNI, pairs of 256-bit vectors otherwise) or one (the switch off), and up to 16 columns per pass over the
     weights (8 with AVX-512 and 4 without, that switch off): every width, pass length, column count and thread
     count gives the same bits. 40 and 264 rows: pairs of 8-row groups and a group left over."""
-    if not layout_available(weight_type, "CPU_ROWS8"):
-        assert not rows8_expected(), "CPU_ROWS8 is missing on an AVX2 build"
-        pytest.skip("CPU_ROWS8 is not in this build")
+    require_rows8(weight_type)
     for seed, rows in enumerate((40, 264)):
         w, x = operands(weight_type, rows, seed + 7)
         results = {}
@@ -166,10 +175,10 @@ TWO_GROUP_CHILD = """
 import hashlib, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from test_kernels import operands
+from test_kernels import ROWS8_TYPES, operands
 from llamaspec import _core
 _core.set_rows8_wide(sys.argv[2] == "1")
-for weight_type in ("q8_0", "q5_0", "q4_0", "q4_K", "q5_K", "q6_K"):
+for weight_type in ROWS8_TYPES:
     w, x = operands(weight_type, 264, 11)
     for n_threads in (1, 2):
         for n in range(1, 18):
@@ -183,12 +192,7 @@ def test_rows8_two_groups_per_pass_for_every_type_and_width():
     AVX2: pairs of 256-bit vectors up to one) forced for every type and 1..17 columns, with
     GGML_CPU_ROWS8_WIDE_MIN=1 and GGML_CPU_ROWS8_PAIRS_MAX=64 (read at start-up: a process of its own), give
     the bits of one group per pass (the switch off)."""
-    import os
-    import subprocess
-    import sys
-    if not layout_available("q8_0", "CPU_ROWS8"):
-        assert not rows8_expected(), "CPU_ROWS8 is missing on an AVX2 build"
-        pytest.skip("CPU_ROWS8 is not in this build")
+    require_rows8("q8_0")
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, GGML_CPU_ROWS8_WIDE_MIN="1", GGML_CPU_ROWS8_PAIRS_MAX="64")
     runs = {}
@@ -197,11 +201,8 @@ def test_rows8_two_groups_per_pass_for_every_type_and_width():
                               text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         runs[wide] = proc.stdout.splitlines()
-    assert len(runs["1"]) == 6 * 2 * 17
+    assert len(runs["1"]) == len(ROWS8_TYPES) * 2 * 17
     assert runs["0"] == runs["1"]
-
-
-ROWS8_TYPES = ["q8_0", "q5_0", "q4_0", "q4_K", "q5_K", "q6_K"]
 
 
 @pytest.mark.parametrize("weight_type", ROWS8_TYPES)
@@ -210,9 +211,7 @@ def test_rows8_experts_give_each_experts_one_column_product(weight_type):
     that column as a one-column MUL_MAT in CPU_ROWS8 computes it, bit for bit, whatever else is routed with it: 1 to
     20 tokens, a column shared by a token's experts (gate, up) or one per slot (down), 1 and 2 threads, 40 rows
     (a pair of groups and one left over); and it agrees with llama.cpp's MUL_MAT_ID (standard layout) to 1e-5."""
-    if not layout_available(weight_type, "CPU_ROWS8"):
-        assert not rows8_expected(), "CPU_ROWS8 is missing on an AVX2 build"
-        pytest.skip("CPU_ROWS8 is not in this build")
+    require_rows8(weight_type)
     n_expert, n_used, rows = 6, 3, 40
     k = 512 if weight_type.endswith("_K") else 96
     rng = np.random.default_rng(5)
@@ -267,12 +266,7 @@ def test_quantized_moe_target_puts_its_experts_in_rows8_and_stays_lossless(hybri
     than with GGML_CPU_ROWS8_EXPERTS=0, which keeps them in llama.cpp's layout; the logits agree to rounding), and
     greedy speculative decoding (n-gram, depths 4 and 8), alone and in batched rounds of 3 sequences (more tokens
     routed per expert), still equals plain decoding token for token."""
-    import os
-    import subprocess
-    import sys
-    if not layout_available("q8_0", "CPU_ROWS8"):
-        assert not rows8_expected(), "CPU_ROWS8 is missing on an AVX2 build"
-        pytest.skip("CPU_ROWS8 is not in this build")
+    require_rows8("q8_0")
     path = str(tmp_path / "qwen35moe-q8_0.gguf")
     llamaspec.quantize(hybrid_models["qwen35moe_target"], path, "Q8_0")
     logits, rows8_mib = {}, {}
@@ -315,14 +309,12 @@ def sign_patterns(k: int, seed: int) -> np.ndarray:
     return np.asarray(rows, dtype=np.float32)
 
 
-@pytest.mark.parametrize("weight_type", ["q8_0", "q5_0", "q4_0", "q4_K", "q5_K", "q6_K"])
+@pytest.mark.parametrize("weight_type", ROWS8_TYPES)
 def test_rows8_extreme_quants_keep_exact_sums(weight_type):
     """Weights at their type's largest codes against columns at +-127: without VNNI, CPU_ROWS8 forms each dot
     product from int16 pair sums (maddubs), and a chain that left int16 would saturate or wrap; the sums must
     stay exact, so the product agrees with ggml's float64 reference as closely as for random operands."""
-    if not layout_available(weight_type, "CPU_ROWS8"):
-        assert not rows8_expected(), "CPU_ROWS8 is missing on an AVX2 build"
-        pytest.skip("CPU_ROWS8 is not in this build")
+    require_rows8(weight_type)
     k = 512 if weight_type.endswith("_K") else 96
     w = sign_patterns(k, 0)
     x = np.concatenate([sign_patterns(k, 1), sign_patterns(k, 2)[::-1]])
